@@ -1,0 +1,43 @@
+"""Default periodic tasks, created in django-celery-beat's tables so admins can edit them.
+
+Only missing entries are created: an admin's change of interval or an entry switched off
+survives restarts and migrations.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DefaultSchedule:
+    name: str
+    task: str
+    every_seconds: int
+    description: str
+
+
+DEFAULT_SCHEDULES: list[DefaultSchedule] = [
+    DefaultSchedule(
+        name="worker heartbeat",
+        task="portal.worker_heartbeat",
+        every_seconds=60,
+        description="Each worker records that it is alive.",
+    ),
+]
+
+
+def ensure_default_schedules(**_kwargs) -> int:
+    """Create the default periodic tasks that do not exist yet; returns how many were created."""
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+    created = 0
+    for entry in DEFAULT_SCHEDULES:
+        if PeriodicTask.objects.filter(name=entry.name).exists():
+            continue
+        interval, _ = IntervalSchedule.objects.get_or_create(
+            every=entry.every_seconds, period=IntervalSchedule.SECONDS
+        )
+        PeriodicTask.objects.create(
+            name=entry.name, task=entry.task, interval=interval, description=entry.description
+        )
+        created += 1
+    return created

@@ -1,0 +1,24 @@
+"""Test settings: the environment-driven settings with only what tests must change."""
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+# Tests never share the file broker's folders with a demo running from the same checkout.
+os.environ.setdefault(
+    "CELERY_BROKER_FOLDER",
+    str(
+        Path(os.environ.get("PORTAL_VAR_DIR", Path(__file__).resolve().parent.parent / "var"))
+        / "celery-test"
+    ),
+)
+
+from portal.settings import *  # noqa: F403
+from portal.settings import DATABASES, VAR_DIR
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+DEBUG = False
+ALLOWED_HOSTS = ["*"]
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}

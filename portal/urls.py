@@ -1,0 +1,20 @@
+"""URL map of the portal."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from portal import health
+from quotas import views as quota_views
+
+admin.site.site_header = "GPU quota portal — administration"
+admin.site.site_title = "GPU quota portal"
+
+urlpatterns = [
+    path("", quota_views.home, name="home"),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,100 @@
+"""Allocations: a team namespace's entitlement to one resource, with every version kept."""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+from quotas.models.fields import ZERO, amount_field
+
+
+def _amount_constraints(prefix: str) -> list[models.BaseConstraint]:
+    """What must never be stored, for the current row and for every kept version alike."""
+    return [
+        models.CheckConstraint(
+            condition=Q(guarantee__gte=ZERO),
+            name=f"{prefix}_guarantee_gte_0",
+            violation_error_message="guarantee must not be negative",
+        ),
+        models.CheckConstraint(
+            condition=Q(cap__gte=ZERO),
+            name=f"{prefix}_cap_gte_0",
+            violation_error_message="cap must not be negative",
+        ),
+        models.CheckConstraint(
+            condition=Q(guarantee__lte=F("cap")),
+            name=f"{prefix}_guarantee_lte_cap",
+            violation_error_message="guarantee must not exceed cap (guarantee ≤ cap)",
+        ),
+        models.CheckConstraint(
+            condition=Q(per_pod_max__isnull=True)
+            | (Q(per_pod_max__gt=ZERO) & Q(per_pod_max__lte=F("cap"))),
+            name=f"{prefix}_per_pod_max_in_0_cap",
+            violation_error_message="per-pod max must be positive and not exceed cap",
+        ),
+    ]
+
+
+class AllocationValues(models.Model):
+    guarantee = amount_field("guarantee", help_text="Floor that is always available.")
+    cap = amount_field("cap", help_text="Hard ceiling; borrows up to it when others are idle.")
+    per_pod_max = amount_field("per-pod max", null=True, blank=True)
+    priority_classes = models.JSONField(
+        default=list, blank=True, help_text="Names of the PriorityClasses pods may use."
+    )
+
+    class Meta:
+        abstract = True
+
+
+class Allocation(AllocationValues):
+    """The current entitlement; every change also writes an AllocationVersion."""
+
+    team_namespace = models.ForeignKey(
+        "quotas.TeamNamespace", on_delete=models.CASCADE, related_name="allocations"
+    )
+    resource = models.ForeignKey(
+        "quotas.Resource", on_delete=models.PROTECT, related_name="allocations"
+    )
+    version = models.PositiveIntegerField(default=1)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["team_namespace__cluster__name", "team_namespace__name", "resource__name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team_namespace", "resource"], name="allocation_unique_namespace_resource"
+            ),
+            *_amount_constraints("allocation"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team_namespace} {self.resource}: {self.guarantee:f}/{self.cap:f}"
+
+
+class AllocationVersion(AllocationValues):
+    """One kept state of an allocation: who changed it, when and why."""
+
+    allocation = models.ForeignKey(Allocation, on_delete=models.CASCADE, related_name="versions")
+    version = models.PositiveIntegerField()
+    changed_at = models.DateTimeField(auto_now_add=True)
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    reason = models.TextField(blank=True)
+    # Where the change came from, e.g. "request:42", "seed_demo", "django-admin".
+    source = models.CharField(max_length=100, blank=True)
+
+    class Meta:
+        ordering = ["allocation", "-version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["allocation", "version"], name="allocation_version_unique"
+            ),
+            *_amount_constraints("allocation_version"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.allocation} v{self.version}"

@@ -1,0 +1,172 @@
+"""Clusters the portal manages, the resource catalog, capacities and priority classes."""
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from quotas.models.fields import (
+    ZERO,
+    amount_field,
+    dns1123_label_validator,
+    resource_name_validator,
+)
+
+
+class Cluster(models.Model):
+    class Environment(models.TextChoices):
+        TEST = "test", "Test"
+        STAGING = "staging", "Staging"
+        PRODUCTION = "production", "Production"
+
+    class Connection(models.TextChoices):
+        KUBECONFIG = "kubeconfig", "kubeconfig file and context"
+        IN_CLUSTER = "in_cluster", "in-cluster service account"
+        SANDBOX = "sandbox", "sandbox API server (demo and tests)"
+
+    name = models.SlugField(max_length=63, unique=True, validators=[dns1123_label_validator])
+    display_name = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    environment = models.CharField(
+        max_length=16, choices=Environment.choices, default=Environment.TEST
+    )
+    connection = models.CharField(
+        max_length=16, choices=Connection.choices, default=Connection.SANDBOX
+    )
+    # The path to a kubeconfig mounted into the portal; the file (which holds credentials) is
+    # never stored or shown by the portal, only its location.
+    kubeconfig_path = models.CharField(max_length=500, blank=True)
+    kubeconfig_context = models.CharField(max_length=200, blank=True)
+    # Only for the sandbox connection: where the sandbox API listens (defaults to KUBE_SANDBOX_URL).
+    sandbox_url = models.URLField(blank=True)
+
+    # ResourceQuota/LimitRange are always written; these add scheduler queues.
+    volcano_enabled = models.BooleanField("Volcano", default=False)
+    kueue_enabled = models.BooleanField("Kueue", default=False)
+    yunikorn_enabled = models.BooleanField("YuniKorn", default=False)
+
+    max_cap_share = models.DecimalField(
+        "max cap share",
+        max_digits=4,
+        decimal_places=3,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0.01")), MaxValueValidator(Decimal("1"))],
+        help_text="Largest share of capacity one namespace's cap may reach; "
+        "empty uses the portal default (QUOTA_DEFAULT_MAX_CAP_SHARE).",
+    )
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(max_cap_share__isnull=True)
+                | Q(max_cap_share__gt=0, max_cap_share__lte=1),
+                name="cluster_max_cap_share_in_0_1",
+            ),
+            models.CheckConstraint(
+                condition=~Q(connection="kubeconfig") | ~Q(kubeconfig_path=""),
+                name="cluster_kubeconfig_needs_path",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def backends(self) -> list[str]:
+        names = ["core"]
+        if self.volcano_enabled:
+            names.append("volcano")
+        if self.kueue_enabled:
+            names.append("kueue")
+        if self.yunikorn_enabled:
+            names.append("yunikorn")
+        return names
+
+    @property
+    def effective_max_cap_share(self) -> Decimal:
+        if self.max_cap_share is not None:
+            return self.max_cap_share
+        return Decimal(str(settings.QUOTA_DEFAULT_MAX_CAP_SHARE))
+
+
+class Resource(models.Model):
+    """A schedulable resource name with its unit and how quotas express it."""
+
+    class Kind(models.TextChoices):
+        GPU = "gpu", "whole GPU"
+        MIG = "mig", "MIG slice"
+        VGPU_MEMORY = "vgpu_memory", "vGPU memory (HAMi)"
+        VGPU_CORES = "vgpu_cores", "vGPU cores (HAMi)"
+        CPU = "cpu", "CPU"
+        MEMORY = "memory", "memory"
+
+    name = models.CharField(max_length=253, unique=True, validators=[resource_name_validator])
+    display_name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.GPU)
+    unit = models.CharField(max_length=32, default="GPU", help_text="e.g. GPU, slice, MiB, %")
+    # Suffix appended to amounts when written as Kubernetes quantities (e.g. "Gi" for memory).
+    quantity_suffix = models.CharField(max_length=4, blank=True)
+    gpu_model = models.CharField(max_length=100, blank=True, help_text="e.g. A100 80GB")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_extended(self) -> bool:
+        """Extended resources (anything with a domain) can only be quota'd on requests/limits."""
+        return "/" in self.name
+
+
+class ClusterCapacity(models.Model):
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="capacities")
+    resource = models.ForeignKey(Resource, on_delete=models.PROTECT, related_name="capacities")
+    capacity = amount_field("capacity")
+
+    class Meta:
+        ordering = ["cluster__name", "resource__name"]
+        verbose_name_plural = "cluster capacities"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "resource"], name="capacity_unique_cluster_resource"
+            ),
+            models.CheckConstraint(condition=Q(capacity__gte=ZERO), name="capacity_not_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}: {self.capacity.normalize():f} {self.resource}"
+
+
+class PriorityClass(models.Model):
+    """A cluster-wide PriorityClass the portal writes to every cluster it manages."""
+
+    name = models.CharField(max_length=253, unique=True, validators=[dns1123_label_validator])
+    value = models.IntegerField(
+        validators=[MaxValueValidator(1_000_000_000)],
+        help_text="Higher runs first; values above 1e9 are reserved by Kubernetes.",
+    )
+    description = models.CharField(max_length=500, blank=True)
+    preempts = models.BooleanField(
+        default=True, help_text="If false, pods of this class never preempt others."
+    )
+
+    class Meta:
+        ordering = ["-value"]
+        verbose_name_plural = "priority classes"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(value__lte=1_000_000_000), name="priorityclass_value_not_reserved"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.value})"

@@ -1,0 +1,98 @@
+"""Teams (with an optional parent department), their people and their namespaces."""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+from quotas.models.fields import dns1123_label_validator
+
+
+class Team(models.Model):
+    slug = models.SlugField(max_length=63, unique=True, validators=[dns1123_label_validator])
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    # A department is a team with children; its Volcano queue becomes their parent queue.
+    parent = models.ForeignKey(
+        "self",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="children",
+        help_text="Department this team belongs to.",
+    )
+    contact_email = models.EmailField(blank=True)
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="TeamMembership", related_name="teams"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+        constraints = [
+            models.CheckConstraint(condition=~Q(parent=F("pk")), name="team_not_own_parent"),
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    def ancestors(self) -> list["Team"]:
+        """Parents from the nearest up; stops on a cycle instead of looping."""
+        chain: list[Team] = []
+        seen = {self.pk}
+        node = self.parent
+        while node is not None and node.pk not in seen:
+            chain.append(node)
+            seen.add(node.pk)
+            node = node.parent
+        return chain
+
+
+class TeamMembership(models.Model):
+    class Role(models.TextChoices):
+        LEAD = "lead", "Team lead"
+        MEMBER = "member", "Member"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="team_memberships"
+    )
+    role = models.CharField(max_length=8, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        ordering = ["team__slug", "role", "user__username"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "user"], name="membership_unique_team_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.get_role_display()} of {self.team})"
+
+
+class TeamNamespace(models.Model):
+    """One Kubernetes namespace of a team on one cluster."""
+
+    class WorkloadClass(models.TextChoices):
+        INFERENCE = "inference", "Inference"
+        TRAINING = "training", "Training"
+        DEV = "dev", "Development"
+
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="namespaces")
+    cluster = models.ForeignKey(
+        "quotas.Cluster", on_delete=models.PROTECT, related_name="namespaces"
+    )
+    name = models.CharField(max_length=63, validators=[dns1123_label_validator])
+    workload_class = models.CharField(
+        max_length=16, choices=WorkloadClass.choices, default=WorkloadClass.TRAINING
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "name"], name="namespace_unique_per_cluster"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}/{self.name}"

@@ -1,0 +1,56 @@
+"""Who is who: platform admins and auditors are Django groups; leads and members are per team."""
+
+from django.contrib.auth.models import AnonymousUser, Group, User
+
+PLATFORM_ADMINS = "platform-admins"
+AUDITORS = "auditors"
+
+AnyUser = User | AnonymousUser
+
+
+def _in_group(user: AnyUser, group: str) -> bool:
+    if not user.is_authenticated or not user.is_active:
+        return False
+    cache = getattr(user, "_portal_groups", None)
+    if cache is None:
+        cache = set(user.groups.values_list("name", flat=True))
+        user._portal_groups = cache
+    return group in cache
+
+
+def is_platform_admin(user: AnyUser) -> bool:
+    return bool(user.is_authenticated and user.is_active and user.is_superuser) or _in_group(
+        user, PLATFORM_ADMINS
+    )
+
+
+def is_auditor(user: AnyUser) -> bool:
+    return _in_group(user, AUDITORS)
+
+
+def sees_everything(user: AnyUser) -> bool:
+    """Admins and auditors see every team; auditors change nothing."""
+    return is_platform_admin(user) or is_auditor(user)
+
+
+def ensure_role_groups() -> tuple[Group, Group]:
+    admins, _ = Group.objects.get_or_create(name=PLATFORM_ADMINS)
+    auditors, _ = Group.objects.get_or_create(name=AUDITORS)
+    return admins, auditors
+
+
+# Apps whose models platform admins manage in the Django admin; auditors may view them all.
+ADMIN_MANAGED_APPS = ("quotas", "approvals", "portal", "django_celery_beat")
+
+
+def sync_role_permissions(**_kwargs) -> None:
+    """Give the role groups their Django permissions (after every migrate; idempotent)."""
+    from django.contrib.auth.models import Permission
+
+    admins, auditors = ensure_role_groups()
+    managed = Permission.objects.filter(content_type__app_label__in=ADMIN_MANAGED_APPS)
+    user_views = Permission.objects.filter(
+        content_type__app_label="auth", codename__in=["view_user", "view_group"]
+    )
+    admins.permissions.set([*managed, *user_views])
+    auditors.permissions.set([p for p in [*managed, *user_views] if p.codename.startswith("view_")])

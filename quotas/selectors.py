@@ -1,0 +1,108 @@
+"""Reads of quota data, scoped to what the asking user may see (shared by UI and API)."""
+
+from collections import defaultdict
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.db.models import QuerySet, Sum
+
+from quotas.models import Allocation, ClusterCapacity, Team, TeamMembership, TeamNamespace
+from quotas.roles import AnyUser, sees_everything
+
+
+def _with_descendants(team_ids: set[int]) -> set[int]:
+    """A lead of a department also sees the department's teams."""
+    found = set(team_ids)
+    frontier = set(team_ids)
+    while frontier:
+        children = set(Team.objects.filter(parent_id__in=frontier).values_list("id", flat=True))
+        frontier = children - found
+        found |= frontier
+    return found
+
+
+def team_ids_of(user: AnyUser, *, roles: tuple[str, ...] | None = None) -> set[int]:
+    """Teams the user belongs to (optionally only with the given roles), departments expanded."""
+    if not user.is_authenticated or not user.is_active:
+        return set()
+    memberships = TeamMembership.objects.filter(user=user)
+    if roles is not None:
+        memberships = memberships.filter(role__in=roles)
+    return _with_descendants(set(memberships.values_list("team_id", flat=True)))
+
+
+def teams_visible_to(user: AnyUser) -> QuerySet[Team]:
+    if not user.is_authenticated or not user.is_active:
+        return Team.objects.none()
+    if sees_everything(user):
+        return Team.objects.all()
+    return Team.objects.filter(id__in=team_ids_of(user))
+
+
+def teams_led_by(user: AnyUser) -> QuerySet[Team]:
+    return Team.objects.filter(id__in=team_ids_of(user, roles=(TeamMembership.Role.LEAD,)))
+
+
+def namespaces_visible_to(user: AnyUser) -> QuerySet[TeamNamespace]:
+    return TeamNamespace.objects.filter(team__in=teams_visible_to(user)).select_related(
+        "team", "cluster"
+    )
+
+
+def allocations_visible_to(user: AnyUser) -> QuerySet[Allocation]:
+    return Allocation.objects.filter(
+        team_namespace__team__in=teams_visible_to(user)
+    ).select_related("team_namespace__team", "team_namespace__cluster", "resource")
+
+
+@dataclass
+class CapacityLine:
+    cluster: str
+    resource: str
+    unit: str
+    capacity: Decimal
+    guaranteed: Decimal = Decimal(0)
+    capped: Decimal = Decimal(0)
+
+    @property
+    def free_guarantee(self) -> Decimal:
+        return self.capacity - self.guaranteed
+
+    @property
+    def overcommit_ratio(self) -> Decimal | None:
+        """Sum of caps over capacity: above 1 means teams can only all burst if others idle."""
+        if not self.capacity:
+            return None
+        return (self.capped / self.capacity).quantize(Decimal("0.01"))
+
+    @property
+    def over_promised(self) -> bool:
+        return self.guaranteed > self.capacity
+
+
+def capacity_summary(*, cluster_ids: list[int] | None = None) -> list[CapacityLine]:
+    """Per cluster and resource: capacity, sum of guarantees and sum of caps."""
+    capacities = ClusterCapacity.objects.select_related("cluster", "resource")
+    allocations = Allocation.objects.all()
+    if cluster_ids is not None:
+        capacities = capacities.filter(cluster_id__in=cluster_ids)
+        allocations = allocations.filter(team_namespace__cluster_id__in=cluster_ids)
+    sums: dict[tuple[int, int], dict[str, Decimal]] = defaultdict(dict)
+    for row in allocations.values("team_namespace__cluster_id", "resource_id").annotate(
+        guaranteed=Sum("guarantee"), capped=Sum("cap")
+    ):
+        sums[(row["team_namespace__cluster_id"], row["resource_id"])] = row
+    lines = []
+    for cap in capacities:
+        row = sums.get((cap.cluster_id, cap.resource_id), {})
+        lines.append(
+            CapacityLine(
+                cluster=cap.cluster.name,
+                resource=cap.resource.name,
+                unit=cap.resource.unit,
+                capacity=cap.capacity,
+                guaranteed=row.get("guaranteed") or Decimal(0),
+                capped=row.get("capped") or Decimal(0),
+            )
+        )
+    return lines

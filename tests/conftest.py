@@ -1,0 +1,114 @@
+"""Shared fixtures: named personas on the seed's example (16 A100, teams A-C)."""
+
+import socket
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth.models import User
+
+from quotas.models import Cluster, ClusterCapacity, Resource, Team, TeamMembership, TeamNamespace
+from quotas.roles import AUDITORS, PLATFORM_ADMINS, ensure_role_groups
+from quotas.services import allocation_set
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_user(username: str, *, groups: tuple[str, ...] = (), staff: bool = False) -> User:
+    user = User.objects.create_user(username, f"{username}@example.com", "pw", is_staff=staff)
+    if groups:
+        admins, auditors = ensure_role_groups()
+        by_name = {PLATFORM_ADMINS: admins, AUDITORS: auditors}
+        user.groups.add(*(by_name[g] for g in groups))
+    return user
+
+
+@pytest.fixture
+def admin(db) -> User:
+    return make_user("admin", groups=(PLATFORM_ADMINS,), staff=True)
+
+
+@pytest.fixture
+def admin2(db) -> User:
+    return make_user("admin2", groups=(PLATFORM_ADMINS,), staff=True)
+
+
+@pytest.fixture
+def auditor(db) -> User:
+    return make_user("viewer", groups=(AUDITORS,), staff=True)
+
+
+@pytest.fixture
+def gpu(db) -> Resource:
+    return Resource.objects.create(
+        name="nvidia.com/gpu", display_name="A100 card", kind=Resource.Kind.GPU, unit="GPU"
+    )
+
+
+@pytest.fixture
+def cluster(db, gpu) -> Cluster:
+    cluster = Cluster.objects.create(name="demo", volcano_enabled=True)
+    ClusterCapacity.objects.create(cluster=cluster, resource=gpu, capacity=Decimal(16))
+    return cluster
+
+
+@pytest.fixture
+def team_a(db) -> Team:
+    return Team.objects.create(slug="team-a", name="Team A")
+
+
+@pytest.fixture
+def team_b(db) -> Team:
+    return Team.objects.create(slug="team-b", name="Team B")
+
+
+@pytest.fixture
+def lead_a(team_a) -> User:
+    user = make_user("lead-a")
+    TeamMembership.objects.create(team=team_a, user=user, role=TeamMembership.Role.LEAD)
+    return user
+
+
+@pytest.fixture
+def member_a(team_a) -> User:
+    user = make_user("member-a")
+    TeamMembership.objects.create(team=team_a, user=user, role=TeamMembership.Role.MEMBER)
+    return user
+
+
+@pytest.fixture
+def other_team_lead(team_b) -> User:
+    user = make_user("lead-b")
+    TeamMembership.objects.create(team=team_b, user=user, role=TeamMembership.Role.LEAD)
+    return user
+
+
+@pytest.fixture
+def ns_a(cluster, team_a) -> TeamNamespace:
+    return TeamNamespace.objects.create(
+        team=team_a, cluster=cluster, name="team-a-training", workload_class="training"
+    )
+
+
+@pytest.fixture
+def ns_b(cluster, team_b) -> TeamNamespace:
+    return TeamNamespace.objects.create(
+        team=team_b, cluster=cluster, name="team-b-inference", workload_class="inference"
+    )
+
+
+@pytest.fixture
+def alloc_a(ns_a, gpu, admin):
+    return allocation_set(
+        team_namespace=ns_a, resource=gpu, guarantee=6, cap=10, acting_user=admin, reason="seed"
+    )
+
+
+@pytest.fixture
+def alloc_b(ns_b, gpu, admin):
+    return allocation_set(
+        team_namespace=ns_b, resource=gpu, guarantee=4, cap=6, acting_user=admin, reason="seed"
+    )

@@ -1,0 +1,78 @@
+"""`make run`'s entry point on a bare machine: starts everything, serves the login page, stops."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from tests.conftest import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+# A bare machine: no database or broker configured, everything under a fresh folder.
+UNSET = ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "CELERY_BROKER_FOLDER")
+
+
+def _wait_for(url: str, deadline: float) -> tuple[int, bytes]:
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+        except (urllib.error.URLError, ConnectionError) as exc:
+            last_error = exc
+            time.sleep(0.5)
+    raise AssertionError(f"{url} did not answer in time: {last_error}")
+
+
+def _port_open(port: int) -> bool:
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
+    except urllib.error.HTTPError:
+        return True
+    except (urllib.error.URLError, ConnectionError):
+        return False
+    return True
+
+
+def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
+    port, sandbox_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if k not in UNSET}
+    env.update({"PORTAL_VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "portal.settings"})
+    log = (tmp_path / "run.log").open("w+")
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "run_portal", "--port", str(port),
+         "--sandbox-port", str(sandbox_port), "--web-workers", "1"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 180
+        status, body = _wait_for(f"http://127.0.0.1:{port}/login/", deadline)
+        assert status == 200
+        assert b'name="password"' in body
+        status, body = _wait_for(f"http://127.0.0.1:{port}/readyz", deadline)
+        assert status == 200, body
+        # The demo's sandbox cluster is up as well.
+        status, body = _wait_for(f"http://127.0.0.1:{sandbox_port}/version", deadline)
+        assert status == 200 and "gitVersion" in json.loads(body)
+        assert (tmp_path / "portal.sqlite3").exists()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+        log.seek(0)
+        output = log.read()
+    assert code == 0, output
+    assert "admin, admin2" in output  # the demo logins are printed
+    assert "Stopped." in output
+    assert not _port_open(port), "web server still running after Ctrl-C"
+    assert not _port_open(sandbox_port), "sandbox still running after Ctrl-C"

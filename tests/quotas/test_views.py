@@ -1,0 +1,129 @@
+"""Home page and Django admin: who sees and may do what."""
+
+import pytest
+from django.urls import reverse
+
+from quotas.models import Allocation
+
+pytestmark = pytest.mark.django_db
+
+
+def test_home_requires_login(client):
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response.url.startswith(reverse("login"))
+
+
+def test_login_page_renders(client):
+    response = client.get(reverse("login"))
+    assert response.status_code == 200
+    assert b'name="password"' in response.content
+
+
+def test_lead_sees_own_team_and_not_others(client, lead_a, alloc_a, alloc_b):
+    client.force_login(lead_a)
+    page = client.get("/").content.decode()
+    assert "team-a-training" in page
+    assert "team-b-inference" not in page
+    assert 'data-testid="capacity"' not in page
+
+
+def test_admin_sees_all_teams_and_capacity(client, admin, alloc_a, alloc_b):
+    client.force_login(admin)
+    page = client.get("/").content.decode()
+    assert "team-a-training" in page and "team-b-inference" in page
+    assert 'data-testid="capacity"' in page
+
+
+def test_login_with_password_then_logout(client, lead_a):
+    response = client.post(reverse("login"), {"username": "lead-a", "password": "pw"})
+    assert response.status_code == 302
+    assert client.get("/").status_code == 200
+    client.post(reverse("logout"))
+    assert client.get("/").status_code == 302
+
+
+ADMIN_MODELS = [
+    "cluster",
+    "resource",
+    "clustercapacity",
+    "priorityclass",
+    "team",
+    "teammembership",
+    "teamnamespace",
+    "allocation",
+    "allocationversion",
+]
+
+
+@pytest.mark.parametrize("model", ADMIN_MODELS)
+def test_platform_admin_can_use_admin_changelists(client, admin, alloc_a, model):
+    client.force_login(admin)
+    assert client.get(f"/admin/quotas/{model}/").status_code == 200
+    assert client.get(f"/admin/quotas/{model}/?q=team").status_code == 200
+
+
+def test_auditor_can_view_but_not_change(client, auditor, alloc_a):
+    client.force_login(auditor)
+    assert client.get("/admin/quotas/allocation/").status_code == 200
+    assert client.get("/admin/quotas/allocation/add/").status_code == 403
+    response = client.post(
+        f"/admin/quotas/allocation/{alloc_a.pk}/change/",
+        {"team_namespace": alloc_a.team_namespace_id, "resource": alloc_a.resource_id,
+         "guarantee": "1", "cap": "2", "priority_classes": "[]"},
+    )  # fmt: skip
+    assert response.status_code == 403
+    assert Allocation.objects.get(pk=alloc_a.pk).cap == 10
+
+
+def test_team_lead_cannot_enter_admin(client, lead_a):
+    client.force_login(lead_a)
+    response = client.get("/admin/quotas/allocation/")
+    assert response.status_code == 302
+    assert "/admin/login/" in response.url
+
+
+def test_admin_edit_of_allocation_writes_a_version(client, admin, alloc_a):
+    client.force_login(admin)
+    response = client.post(
+        f"/admin/quotas/allocation/{alloc_a.pk}/change/",
+        {
+            "team_namespace": alloc_a.team_namespace_id,
+            "resource": alloc_a.resource_id,
+            "guarantee": "5",
+            "cap": "9",
+            "per_pod_max": "",
+            "priority_classes": '["training"]',
+            "versions-TOTAL_FORMS": "0",
+            "versions-INITIAL_FORMS": "1",
+            "versions-MIN_NUM_FORMS": "0",
+            "versions-MAX_NUM_FORMS": "1000",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    alloc_a.refresh_from_db()
+    assert (alloc_a.guarantee, alloc_a.cap, alloc_a.version) == (5, 9, 2)
+    latest = alloc_a.versions.get(version=2)
+    assert (latest.changed_by, latest.source) == (admin, "django-admin")
+
+
+def test_admin_form_refuses_guarantee_above_cap(client, admin, alloc_a):
+    client.force_login(admin)
+    response = client.post(
+        f"/admin/quotas/allocation/{alloc_a.pk}/change/",
+        {
+            "team_namespace": alloc_a.team_namespace_id,
+            "resource": alloc_a.resource_id,
+            "guarantee": "12",
+            "cap": "9",
+            "priority_classes": "[]",
+            "versions-TOTAL_FORMS": "0",
+            "versions-INITIAL_FORMS": "1",
+            "versions-MIN_NUM_FORMS": "0",
+            "versions-MAX_NUM_FORMS": "1000",
+        },
+    )
+    assert response.status_code == 200  # the form again, with the error
+    assert "guarantee must not exceed cap" in response.content.decode()
+    alloc_a.refresh_from_db()
+    assert (alloc_a.guarantee, alloc_a.cap) == (6, 10)
