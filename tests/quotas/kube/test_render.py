@@ -1,0 +1,869 @@
+"""Rendering of cluster plans into Kubernetes objects: pure, no database."""
+
+import copy
+from decimal import Decimal
+
+import pytest
+import yaml
+
+from quotas.kube.plan import (
+    AllocationPlan,
+    ClusterPlan,
+    NamespacePlan,
+    PriorityClassPlan,
+    ResourcePlan,
+    TeamPlan,
+)
+from quotas.kube.render import (
+    CLUSTER_LABEL,
+    GENERATION_ANNOTATION,
+    MANAGED_BY_LABEL,
+    TEAM_LABEL,
+    WORKLOAD_LABEL,
+    flavor_name,
+    object_key,
+    quantity,
+    render_cluster,
+    render_kueue_objects,
+    render_limit_range,
+    render_namespace,
+    render_priority_classes,
+    render_resource_quotas,
+    render_volcano_queues,
+    render_yunikorn_configmap,
+    volcano_weight,
+)
+from quotas.kube.schemas import validate_object
+
+D = Decimal
+ALL_BACKENDS = frozenset({"core", "volcano", "kueue", "yunikorn"})
+
+GPU = ResourcePlan("nvidia.com/gpu", "gpu", gpu_model="A100 80GB")
+MIG_1G = ResourcePlan("nvidia.com/mig-1g.10gb", "mig", gpu_model="A100 80GB")
+MIG_3G = ResourcePlan("nvidia.com/mig-3g.40gb", "mig", gpu_model="A100 80GB")
+H100 = ResourcePlan("nvidia.com/gpu-h100", "gpu", gpu_model="H100 SXM")
+GPUMEM = ResourcePlan("nvidia.com/gpumem", "vgpu_memory")
+GPUCORES = ResourcePlan("nvidia.com/gpucores", "vgpu_cores")
+CPU = ResourcePlan("cpu", "cpu")
+MEMORY = ResourcePlan("memory", "memory", quantity_suffix="Gi")
+
+PRIORITY_CLASSES = (
+    PriorityClassPlan("production-inference", 100000, "Online inference.", True),
+    PriorityClassPlan("training", 10000, "Training.", True),
+    PriorityClassPlan("experiment", 1000, "Experiments.", False),
+)
+
+
+def team(slug: str, *ancestors: str) -> TeamPlan:
+    return TeamPlan(slug=slug, name=slug.title(), ancestors=tuple(ancestors))
+
+
+def ns(name, team_plan, workload_class, *allocations, shadow=False) -> NamespacePlan:
+    return NamespacePlan(
+        name=name,
+        team=team_plan,
+        workload_class=workload_class,
+        allocations=tuple(allocations),
+        shadow=shadow,
+    )
+
+
+def alloc(resource, guarantee, cap, per_pod=None, classes=()) -> AllocationPlan:
+    return AllocationPlan(
+        resource=resource,
+        guarantee=D(guarantee),
+        cap=D(cap),
+        per_pod_max=None if per_pod is None else D(per_pod),
+        priority_classes=tuple(classes),
+    )
+
+
+def seed_plan(backends=ALL_BACKENDS) -> ClusterPlan:
+    """The seed's example: 16 A100, team A 6/10 (per pod 8), B 4/6 (per pod 2), C 2/4."""
+    return ClusterPlan(
+        name="demo",
+        backends=frozenset(backends),
+        capacities=((GPU, D(16)),),
+        namespaces=(
+            ns(
+                "team-a-training",
+                team("team-a"),
+                "training",
+                alloc(GPU, 6, 10, 8, ("experiment", "training")),
+            ),
+            ns(
+                "team-b-inference",
+                team("team-b"),
+                "inference",
+                alloc(GPU, 4, 6, 2, ("production-inference",)),
+            ),
+            ns("team-c-dev", team("team-c"), "dev", alloc(GPU, 2, 4, None, ("experiment",))),
+        ),
+        priority_classes=PRIORITY_CLASSES,
+    )
+
+
+def mig_plan(backends=ALL_BACKENDS) -> ClusterPlan:
+    return ClusterPlan(
+        name="demo-mig",
+        backends=frozenset(backends),
+        capacities=((MIG_1G, D(14)), (MIG_3G, D(4))),
+        namespaces=(
+            ns(
+                "team-a-inference",
+                team("team-a"),
+                "inference",
+                alloc(MIG_3G, 1, 2, 1, ("production-inference",)),
+            ),
+            ns("team-b-dev", team("team-b"), "dev", alloc(MIG_1G, 4, 6, 2, ("experiment",))),
+            ns("team-c-dev", team("team-c"), "dev", alloc(MIG_1G, 2, 4, 1, ("experiment",))),
+        ),
+        priority_classes=PRIORITY_CLASSES,
+    )
+
+
+def hierarchy_plan(backends=ALL_BACKENDS) -> ClusterPlan:
+    """research > ml > {team-a, team-b}; research > team-d; team-c at the top."""
+    return ClusterPlan(
+        name="deep",
+        backends=frozenset(backends),
+        namespaces=(
+            ns("team-a-training", team("team-a", "ml", "research"), "training", alloc(GPU, 6, 10)),
+            ns("team-b-inference", team("team-b", "ml", "research"), "inference", alloc(GPU, 4, 6)),
+            ns("team-d-dev", team("team-d", "research"), "dev", alloc(GPU, 1, 2)),
+            ns("team-c-dev", team("team-c"), "dev", alloc(GPU, 2, 4)),
+        ),
+    )
+
+
+def find(objects, kind, name, namespace=""):
+    matches = [o for o in objects if object_key(o)[1:] == (kind, namespace, name)]
+    assert len(matches) == 1, (kind, namespace, name, [object_key(o) for o in objects])
+    return matches[0]
+
+
+def kinds(objects):
+    return [o["kind"] for o in objects]
+
+
+def yunikorn_config(plan: ClusterPlan) -> dict:
+    return yaml.safe_load(render_yunikorn_configmap(plan)["data"]["queues.yaml"])
+
+
+def yunikorn_queue(config: dict, *path: str) -> dict:
+    node = config["partitions"][0]["queues"][0]
+    assert node["name"] == "root"
+    for name in path:
+        node = next(q for q in node.get("queues", ()) if q["name"] == name)
+    return node
+
+
+# --------------------------------------------------------------------------------------------
+# Strict schema validation of everything rendered
+
+
+@pytest.mark.parametrize("make_plan", [seed_plan, mig_plan, hierarchy_plan])
+def test_every_rendered_object_validates_strictly(make_plan):
+    objects = render_cluster(make_plan())
+    assert {"Namespace", "ResourceQuota", "Queue", "ClusterQueue", "ConfigMap"} <= set(
+        kinds(objects)
+    )
+    for obj in objects:
+        assert validate_object(obj) == [], obj
+
+
+def test_mixed_resources_validate_strictly():
+    plan = ClusterPlan(
+        name="mixed",
+        backends=ALL_BACKENDS,
+        namespaces=(
+            ns(
+                "team-x-training",
+                team("team-x"),
+                "training",
+                alloc(GPU, 2, 4, 2, ("training",)),
+                alloc(H100, 0, 2),
+                alloc(GPUMEM, "10240", "20480", "8192"),
+                alloc(GPUCORES, 50, 100),
+                alloc(CPU, "0.5", "16", "8", ("training",)),
+                alloc(MEMORY, "1.5", "64", "32"),
+            ),
+        ),
+    )
+    objects = render_cluster(plan)
+    for obj in objects:
+        assert validate_object(obj) == [], obj
+
+
+def test_a_broken_object_fails_validation():
+    """The validation above can fail: an unknown field or a bad quantity is reported."""
+    quota = find(render_cluster(seed_plan()), "ResourceQuota", "gpu-quota", "team-a-training")
+    broken = copy.deepcopy(quota)
+    broken["spec"]["hardd"] = {"requests.nvidia.com/gpu": "10"}
+    assert [e.field for e in validate_object(broken)] == ["spec.hardd"]
+    bad_quantity = copy.deepcopy(quota)
+    bad_quantity["spec"]["hard"]["requests.nvidia.com/gpu"] = "ten"
+    assert validate_object(bad_quantity)
+    queue = find(render_cluster(seed_plan()), "Queue", "team-a-training")
+    queue = copy.deepcopy(queue)
+    queue["spec"]["weight"] = 0
+    assert validate_object(queue)
+
+
+# --------------------------------------------------------------------------------------------
+# Values
+
+
+def test_resource_quota_has_the_caps_on_requests():
+    objects = render_cluster(seed_plan())
+    for name, cap in [("team-a-training", "10"), ("team-b-inference", "6"), ("team-c-dev", "4")]:
+        quota = find(objects, "ResourceQuota", "gpu-quota", name)
+        assert quota["spec"] == {"hard": {"requests.nvidia.com/gpu": cap}}
+
+
+def test_hami_resources_are_quota_d_on_limits_and_cpu_memory_on_requests_with_suffix():
+    namespace = ns(
+        "team-x-dev",
+        team("team-x"),
+        "dev",
+        alloc(GPUMEM, 1024, 4096),
+        alloc(GPUCORES, 30, 100),
+        alloc(CPU, 4, 8),
+        alloc(MEMORY, 16, 64),
+        alloc(MIG_1G, 1, 2),
+    )
+    plan = ClusterPlan(name="c", backends=frozenset({"core"}), namespaces=(namespace,))
+    (quota,) = render_resource_quotas(plan, namespace)
+    assert quota["spec"]["hard"] == {
+        "limits.nvidia.com/gpumem": "4096",
+        "limits.nvidia.com/gpucores": "100",
+        "requests.cpu": "8",
+        "requests.memory": "64Gi",
+        "requests.nvidia.com/mig-1g.10gb": "2",
+    }
+
+
+def test_priority_classes_give_a_second_quota_with_zero_for_other_classes():
+    objects = render_cluster(seed_plan())
+    other = find(objects, "ResourceQuota", "gpu-quota-other-classes", "team-a-training")
+    assert other["spec"] == {
+        "hard": {"requests.nvidia.com/gpu": "0"},
+        "scopeSelector": {
+            "matchExpressions": [
+                {
+                    "scopeName": "PriorityClass",
+                    "operator": "NotIn",
+                    "values": ["experiment", "training"],
+                }
+            ]
+        },
+    }
+    inference = find(objects, "ResourceQuota", "gpu-quota-other-classes", "team-b-inference")
+    expressions = inference["spec"]["scopeSelector"]["matchExpressions"]
+    assert expressions[0]["values"] == ["production-inference"]
+
+
+def test_no_priority_classes_no_scoped_quota_and_only_restricted_resources_get_zero():
+    namespace = ns(
+        "team-x-dev",
+        team("team-x"),
+        "dev",
+        alloc(GPU, 1, 2, classes=("experiment",)),
+        alloc(CPU, 4, 8),
+    )
+    plan = ClusterPlan(name="c", backends=frozenset({"core"}), namespaces=(namespace,))
+    quotas = render_resource_quotas(plan, namespace)
+    assert [q["metadata"]["name"] for q in quotas] == ["gpu-quota", "gpu-quota-other-classes"]
+    assert quotas[1]["spec"]["hard"] == {"requests.nvidia.com/gpu": "0"}
+
+    free = ns("team-y-dev", team("team-y"), "dev", alloc(GPU, 1, 2))
+    assert [q["metadata"]["name"] for q in render_resource_quotas(plan, free)] == ["gpu-quota"]
+
+
+def test_different_class_sets_get_separate_scoped_quotas():
+    namespace = ns(
+        "team-x-dev",
+        team("team-x"),
+        "dev",
+        alloc(GPU, 1, 2, classes=("training",)),
+        alloc(MIG_1G, 1, 2, classes=("experiment",)),
+    )
+    plan = ClusterPlan(name="c", backends=frozenset({"core"}), namespaces=(namespace,))
+    quotas = render_resource_quotas(plan, namespace)
+    scoped = {
+        q["metadata"]["name"]: (
+            q["spec"]["hard"],
+            q["spec"]["scopeSelector"]["matchExpressions"][0]["values"],
+        )
+        for q in quotas[1:]
+    }
+    assert scoped == {
+        "gpu-quota-other-classes": ({"requests.nvidia.com/mig-1g.10gb": "0"}, ["experiment"]),
+        "gpu-quota-other-classes-2": ({"requests.nvidia.com/gpu": "0"}, ["training"]),
+    }
+    for quota in quotas:
+        assert validate_object(quota) == []
+
+
+def test_namespace_without_allocations_gets_no_quota_and_no_queues():
+    plan = ClusterPlan(
+        name="c",
+        backends=ALL_BACKENDS,
+        namespaces=(ns("team-x-dev", team("team-x"), "dev"),),
+    )
+    objects = render_cluster(plan)
+    assert [object_key(o) for o in objects] == [
+        ("v1", "Namespace", "", "team-x-dev"),
+        ("v1", "ConfigMap", "yunikorn", "yunikorn-configs"),
+    ]
+    assert yunikorn_config(plan)["partitions"][0]["queues"][0]["queues"] == []
+
+
+def test_limit_range_has_max_only_and_only_for_per_pod_caps():
+    objects = render_cluster(seed_plan())
+    limits = find(objects, "LimitRange", "gpu-limits", "team-a-training")
+    assert limits["spec"] == {"limits": [{"type": "Pod", "max": {"nvidia.com/gpu": "8"}}]}
+    b = find(objects, "LimitRange", "gpu-limits", "team-b-inference")
+    assert b["spec"]["limits"][0]["max"] == {"nvidia.com/gpu": "2"}
+    for obj in objects:
+        if obj["kind"] == "LimitRange":
+            for item in obj["spec"]["limits"]:
+                assert set(item) == {"type", "max"}
+    # team C has no per-pod max: no LimitRange at all.
+    assert not [
+        o
+        for o in objects
+        if o["kind"] == "LimitRange" and o["metadata"]["namespace"] == "team-c-dev"
+    ]
+    plan = seed_plan()
+    assert render_limit_range(plan, plan.namespaces[2]) is None
+
+
+def test_limit_range_lists_only_the_resources_with_a_per_pod_max():
+    namespace = ns(
+        "team-x-dev", team("team-x"), "dev", alloc(GPU, 1, 4, 2), alloc(MEMORY, 8, 64, "0.5")
+    )
+    namespace_no_max = ns("team-y-dev", team("team-y"), "dev", alloc(CPU, 1, 4))
+    plan = ClusterPlan(name="c", backends=frozenset({"core"}), namespaces=(namespace,))
+    limits = render_limit_range(plan, namespace)
+    assert limits["spec"]["limits"] == [
+        {"type": "Pod", "max": {"memory": "512Mi", "nvidia.com/gpu": "2"}}
+    ]
+    assert render_limit_range(plan, namespace_no_max) is None
+
+
+def test_volcano_queues_map_guarantee_and_cap():
+    objects = render_cluster(seed_plan())
+    a = find(objects, "Queue", "team-a-training")["spec"]
+    assert a["deserved"] == {"nvidia.com/gpu": "6"}
+    assert a["capability"] == {"nvidia.com/gpu": "10"}
+    assert a["reclaimable"] is True
+    assert a["weight"] == 6
+    assert a["parent"] == "root"
+    assert "guarantee" not in a  # training lends its idle guarantee
+    b = find(objects, "Queue", "team-b-inference")["spec"]
+    assert b["guarantee"] == {"resource": {"nvidia.com/gpu": "4"}}  # inference never lends
+    assert b["deserved"] == {"nvidia.com/gpu": "4"}
+    c = find(objects, "Queue", "team-c-dev")["spec"]
+    assert (c["deserved"], c["capability"], c["weight"]) == (
+        {"nvidia.com/gpu": "2"},
+        {"nvidia.com/gpu": "4"},
+        2,
+    )
+
+
+def test_volcano_capability_ge_deserved_ge_guarantee_everywhere():
+    for plan in (seed_plan(), mig_plan(), hierarchy_plan()):
+        for queue in render_volcano_queues(plan):
+            spec = queue["spec"]
+            guarantee = spec.get("guarantee", {}).get("resource", {})
+            for resource, deserved in spec["deserved"].items():
+                assert D(spec["capability"][resource]) >= D(deserved)
+                assert D(deserved) >= D(guarantee.get(resource, "0"))
+
+
+def test_volcano_weight_rule():
+    assert volcano_weight([]) == 1
+    assert volcano_weight([alloc(GPU, 0, 4)]) == 1
+    assert volcano_weight([alloc(GPU, 6, 10), alloc(MIG_1G, "2.5", 4)]) == 9
+    assert volcano_weight([alloc(CPU, 64, 128), alloc(GPUMEM, 4096, 8192)]) == 1
+
+
+def test_kueue_quota_sums_to_cap_and_selects_exactly_its_namespace():
+    objects = render_cluster(seed_plan())
+    for namespace in seed_plan().namespaces:
+        cq = find(objects, "ClusterQueue", namespace.name)["spec"]
+        assert cq["cohortName"] == "portal"
+        assert cq["namespaceSelector"] == {
+            "matchLabels": {"kubernetes.io/metadata.name": namespace.name}
+        }
+        (group,) = cq["resourceGroups"]
+        assert group["coveredResources"] == ["nvidia.com/gpu"]
+        (flavor,) = group["flavors"]
+        assert flavor["name"] == "a100-80gb"
+        (resource,) = flavor["resources"]
+        (a,) = namespace.allocations
+        assert D(resource["nominalQuota"]) == a.guarantee
+        assert D(resource["nominalQuota"]) + D(resource["borrowingLimit"]) == a.cap
+        local = find(objects, "LocalQueue", "default", namespace.name)
+        assert local["spec"] == {"clusterQueue": namespace.name}
+    team_a = find(objects, "ClusterQueue", "team-a-training")["spec"]
+    resource = team_a["resourceGroups"][0]["flavors"][0]["resources"][0]
+    assert resource == {"name": "nvidia.com/gpu", "nominalQuota": "6", "borrowingLimit": "4"}
+    inference = find(objects, "ClusterQueue", "team-b-inference")["spec"]
+    assert inference["resourceGroups"][0]["flavors"][0]["resources"][0]["lendingLimit"] == "0"
+
+
+def test_kueue_borrowing_limit_is_stated_even_when_zero():
+    plan = ClusterPlan(
+        name="c",
+        backends=frozenset({"core", "kueue"}),
+        namespaces=(ns("team-x-dev", team("team-x"), "dev", alloc(GPU, 3, 3)),),
+    )
+    cq = find(render_kueue_objects(plan), "ClusterQueue", "team-x-dev")
+    resource = cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+    assert resource["borrowingLimit"] == "0"
+
+
+def test_kueue_one_resource_group_per_flavor():
+    plan = ClusterPlan(
+        name="c",
+        backends=frozenset({"core", "kueue"}),
+        namespaces=(
+            ns(
+                "team-x-dev",
+                team("team-x"),
+                "dev",
+                alloc(GPU, 1, 2),
+                alloc(MIG_1G, 2, 4),
+                alloc(H100, 1, 1),
+                alloc(CPU, 4, 8),
+                alloc(MEMORY, 16, 32),
+            ),
+        ),
+    )
+    objects = render_kueue_objects(plan)
+    flavors = [o["metadata"]["name"] for o in objects if o["kind"] == "ResourceFlavor"]
+    assert flavors == ["a100-80gb", "default-flavor", "h100-sxm"]
+    groups = find(objects, "ClusterQueue", "team-x-dev")["spec"]["resourceGroups"]
+    assert [(g["flavors"][0]["name"], g["coveredResources"]) for g in groups] == [
+        ("a100-80gb", ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb"]),
+        ("default-flavor", ["cpu", "memory"]),
+        ("h100-sxm", ["nvidia.com/gpu-h100"]),
+    ]
+    for group in groups:
+        for flavor in group["flavors"]:
+            assert [r["name"] for r in flavor["resources"]] == group["coveredResources"]
+    memory = groups[1]["flavors"][0]["resources"][1]
+    assert memory == {"name": "memory", "nominalQuota": "16Gi", "borrowingLimit": "16Gi"}
+    for obj in objects:
+        assert validate_object(obj) == []
+
+
+def test_flavor_names():
+    assert flavor_name("A100 80GB") == "a100-80gb"
+    assert flavor_name("  H100 SXM5 (94GB) ") == "h100-sxm5-94gb"
+    assert flavor_name("") == "default-flavor"
+
+
+def test_mig_plan_values():
+    plan = mig_plan()
+    objects = render_cluster(plan)
+    quota = find(objects, "ResourceQuota", "gpu-quota", "team-b-dev")
+    assert quota["spec"]["hard"] == {"requests.nvidia.com/mig-1g.10gb": "6"}
+    cq = find(objects, "ClusterQueue", "team-a-inference")["spec"]
+    resource = cq["resourceGroups"][0]["flavors"][0]["resources"][0]
+    assert resource == {
+        "name": "nvidia.com/mig-3g.40gb",
+        "nominalQuota": "1",
+        "borrowingLimit": "1",
+        "lendingLimit": "0",
+    }
+    config = yunikorn_config(plan)
+    assert yunikorn_queue(config, "team-c-dev")["resources"] == {
+        "guaranteed": {"nvidia.com/mig-1g.10gb": "2"},
+        "max": {"nvidia.com/mig-1g.10gb": "4"},
+    }
+
+
+def test_yunikorn_queues_yaml():
+    plan = seed_plan()
+    configmap = render_yunikorn_configmap(plan)
+    assert configmap["metadata"] == {
+        "name": "yunikorn-configs",
+        "namespace": "yunikorn",
+        "labels": {MANAGED_BY_LABEL: "gpu-quota-portal", CLUSTER_LABEL: plan.name},
+    }
+    config = yaml.safe_load(configmap["data"]["queues.yaml"])
+    (partition,) = config["partitions"]
+    assert partition["name"] == "default"
+    assert partition["placementrules"] == [{"name": "tag", "value": "namespace", "create": False}]
+    root = yunikorn_queue(config)
+    assert root["submitacl"] == "*"
+    assert [q["name"] for q in root["queues"]] == [
+        "team-a-training",
+        "team-b-inference",
+        "team-c-dev",
+    ]
+    a = yunikorn_queue(config, "team-a-training")["resources"]
+    assert a == {"guaranteed": {"nvidia.com/gpu": "6"}, "max": {"nvidia.com/gpu": "10"}}
+    assert "resources" not in root  # YuniKorn refuses limits on root
+
+
+def test_yunikorn_keys_for_cpu_and_memory_are_whole_numbers():
+    plan = ClusterPlan(
+        name="c",
+        backends=frozenset({"core", "yunikorn"}),
+        yunikorn_namespace="yk",
+        namespaces=(
+            ns(
+                "team-x-dev",
+                team("team-x"),
+                "dev",
+                alloc(CPU, "0.5", 8),
+                alloc(MEMORY, "1.5", 64),
+            ),
+        ),
+    )
+    configmap = render_yunikorn_configmap(plan)
+    assert configmap["metadata"]["namespace"] == "yk"
+    resources = yunikorn_queue(yunikorn_config(plan), "team-x-dev")["resources"]
+    assert resources == {
+        "guaranteed": {"vcore": "500m", "memory": "1536Mi"},
+        "max": {"vcore": "8", "memory": "64Gi"},
+    }
+
+
+def test_priority_classes():
+    plan = seed_plan()
+    objects = {o["metadata"]["name"]: o for o in render_priority_classes(plan)}
+    assert objects["production-inference"] == {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {
+            "name": "production-inference",
+            "labels": {MANAGED_BY_LABEL: "gpu-quota-portal", CLUSTER_LABEL: plan.name},
+        },
+        "value": 100000,
+        "globalDefault": False,
+        "preemptionPolicy": "PreemptLowerPriority",
+        "description": "Online inference.",
+    }
+    assert objects["experiment"]["preemptionPolicy"] == "Never"
+    assert all(o["globalDefault"] is False for o in objects.values())
+
+
+# --------------------------------------------------------------------------------------------
+# Department hierarchy
+
+
+def test_volcano_department_queues_carry_sums_and_parents():
+    objects = render_cluster(hierarchy_plan())
+    research = find(objects, "Queue", "research")
+    ml = find(objects, "Queue", "ml")
+    assert research["spec"]["parent"] == "root"
+    assert ml["spec"]["parent"] == "research"
+    assert ml["metadata"]["labels"][TEAM_LABEL] == "ml"
+    assert ml["spec"]["capability"] == {"nvidia.com/gpu": "16"}
+    assert ml["spec"]["deserved"] == {"nvidia.com/gpu": "10"}
+    # The inference child's never-lent guarantee must fit in every ancestor's guarantee.
+    assert ml["spec"]["guarantee"] == {"resource": {"nvidia.com/gpu": "4"}}
+    assert research["spec"]["capability"] == {"nvidia.com/gpu": "18"}
+    assert research["spec"]["deserved"] == {"nvidia.com/gpu": "11"}
+    assert research["spec"]["weight"] == 11
+    assert find(objects, "Queue", "team-a-training")["spec"]["parent"] == "ml"
+    assert find(objects, "Queue", "team-d-dev")["spec"]["parent"] == "research"
+    assert find(objects, "Queue", "team-c-dev")["spec"]["parent"] == "root"
+
+
+def test_volcano_children_fit_their_parents():
+    queues = {q["metadata"]["name"]: q["spec"] for q in render_volcano_queues(hierarchy_plan())}
+    for name, spec in queues.items():
+        children = [s for s in queues.values() if s["parent"] == name]
+        for resource in spec["deserved"]:
+            assert sum(D(c["deserved"].get(resource, 0)) for c in children) <= D(
+                spec["deserved"][resource]
+            )
+            for child in children:
+                assert D(child["capability"][resource]) <= D(spec["capability"][resource])
+
+
+def test_kueue_cohort_chain():
+    objects = render_cluster(hierarchy_plan())
+    cohorts = {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "Cohort"}
+    assert cohorts == {
+        "portal": {},
+        "research": {"parentName": "portal"},
+        "ml": {"parentName": "research"},
+    }
+    assert find(objects, "ClusterQueue", "team-a-training")["spec"]["cohortName"] == "ml"
+    assert find(objects, "ClusterQueue", "team-d-dev")["spec"]["cohortName"] == "research"
+    assert find(objects, "ClusterQueue", "team-c-dev")["spec"]["cohortName"] == "portal"
+
+
+def test_kueue_cohort_name_comes_from_the_plan():
+    plan = ClusterPlan(
+        name="c",
+        backends=frozenset({"core", "kueue"}),
+        kueue_cohort="gpu-pool",
+        namespaces=hierarchy_plan().namespaces,
+    )
+    objects = render_kueue_objects(plan)
+    assert find(objects, "Cohort", "research")["spec"] == {"parentName": "gpu-pool"}
+    assert find(objects, "ClusterQueue", "team-c-dev")["spec"]["cohortName"] == "gpu-pool"
+
+
+def test_yunikorn_nested_queues_and_placement():
+    config = yunikorn_config(hierarchy_plan())
+    research = yunikorn_queue(config, "research")
+    assert [q["name"] for q in research["queues"]] == ["ml", "team-d-dev"]
+    assert research["resources"] == {
+        "guaranteed": {"nvidia.com/gpu": "11"},
+        "max": {"nvidia.com/gpu": "18"},
+    }
+    leaf = yunikorn_queue(config, "research", "ml", "team-b-inference")
+    assert leaf["resources"] == {
+        "guaranteed": {"nvidia.com/gpu": "4"},
+        "max": {"nvidia.com/gpu": "6"},
+    }
+    assert [q["name"] for q in yunikorn_queue(config).get("queues")] == ["research", "team-c-dev"]
+    rules = config["partitions"][0]["placementrules"]
+    assert rules == [
+        {
+            "name": "tag",
+            "value": "namespace",
+            "create": False,
+            "parent": {"name": "fixed", "value": "root.research"},
+        },
+        {
+            "name": "tag",
+            "value": "namespace",
+            "create": False,
+            "parent": {"name": "fixed", "value": "root.research.ml"},
+        },
+        {"name": "tag", "value": "namespace", "create": False},
+    ]
+
+
+def test_department_named_like_a_namespace_is_refused():
+    plan = ClusterPlan(
+        name="c",
+        backends=frozenset({"core", "volcano"}),
+        namespaces=(
+            ns("team-a-training", team("team-a", "team-b-dev"), "training", alloc(GPU, 1, 2)),
+            ns("team-b-dev", team("team-b"), "dev", alloc(GPU, 1, 2)),
+        ),
+    )
+    with pytest.raises(ValueError, match="team-b-dev"):
+        render_cluster(plan)
+
+
+# --------------------------------------------------------------------------------------------
+# Labels, ordering, determinism, backends
+
+
+@pytest.mark.parametrize("make_plan", [seed_plan, mig_plan, hierarchy_plan])
+def test_labels(make_plan):
+    plan = make_plan()
+    team_of = {n.name: n.team.slug for n in plan.namespaces}
+    for obj in render_cluster(plan):
+        labels = obj["metadata"]["labels"]
+        assert labels[MANAGED_BY_LABEL] == plan.managed_by
+        assert GENERATION_ANNOTATION not in obj["metadata"].get("annotations", {})
+        namespace = obj["metadata"].get("namespace")
+        if obj["kind"] == "Namespace":
+            name = obj["metadata"]["name"]
+            assert labels[TEAM_LABEL] == team_of[name]
+            assert labels[WORKLOAD_LABEL] in ("training", "inference", "dev")
+        elif namespace in team_of:
+            assert labels[TEAM_LABEL] == team_of[namespace]
+        elif obj["kind"] in ("Queue", "ClusterQueue") and obj["metadata"]["name"] in team_of:
+            assert labels[TEAM_LABEL] == team_of[obj["metadata"]["name"]]
+        elif obj["kind"] in ("PriorityClass", "ResourceFlavor", "ConfigMap"):
+            assert TEAM_LABEL not in labels
+
+
+def test_managed_by_comes_from_the_plan():
+    plan = ClusterPlan(
+        name="c",
+        backends=ALL_BACKENDS,
+        managed_by="other-portal",
+        namespaces=seed_plan().namespaces,
+        priority_classes=PRIORITY_CLASSES,
+    )
+    for obj in render_cluster(plan):
+        assert obj["metadata"]["labels"][MANAGED_BY_LABEL] == "other-portal"
+
+
+def test_apply_order():
+    objects = render_cluster(hierarchy_plan())
+    order = kinds(objects)
+    namespaces = [i for i, k in enumerate(order) if k == "Namespace"]
+    assert namespaces == list(range(len(namespaces)))
+    rank = {
+        "Namespace": 0,
+        "PriorityClass": 1,
+        "ResourceFlavor": 1,
+        "Cohort": 1,
+        "Queue": 1,
+        "ClusterQueue": 1,
+        "ResourceQuota": 2,
+        "LimitRange": 2,
+        "LocalQueue": 2,
+        "ConfigMap": 2,
+    }
+    assert [rank[k] for k in order] == sorted(rank[k] for k in order)
+    # Parents before children (Volcano queues, Kueue cohorts), cohorts before ClusterQueues.
+    position = {(o["kind"], o["metadata"]["name"]): i for i, o in enumerate(objects)}
+    for obj in objects:
+        spec = obj.get("spec") or {}
+        parent = spec.get("parent") if obj["kind"] == "Queue" else spec.get("parentName")
+        if obj["kind"] in ("Queue", "Cohort") and parent and parent != "root":
+            assert (
+                position[(obj["kind"], parent)] < position[(obj["kind"], obj["metadata"]["name"])]
+            )
+        if obj["kind"] == "ClusterQueue":
+            assert (
+                position[("Cohort", spec["cohortName"])]
+                < position[("ClusterQueue", obj["metadata"]["name"])]
+            )
+    assert order.index("ClusterQueue") < order.index("LocalQueue")
+
+
+def test_namespaces_only_first_even_without_backends():
+    objects = render_cluster(seed_plan(backends={"core"}))
+    assert kinds(objects)[:3] == ["Namespace"] * 3
+    assert "Namespace" not in kinds(objects)[3:]
+
+
+def test_deterministic_and_independent_of_input_order():
+    plan = hierarchy_plan()
+    shuffled = ClusterPlan(
+        name=plan.name,
+        backends=plan.backends,
+        namespaces=tuple(reversed(plan.namespaces)),
+        priority_classes=tuple(reversed(PRIORITY_CLASSES)),
+    )
+    ordered = ClusterPlan(
+        name=plan.name,
+        backends=plan.backends,
+        namespaces=plan.namespaces,
+        priority_classes=PRIORITY_CLASSES,
+    )
+    first = render_cluster(ordered)
+    assert render_cluster(ordered) == first
+    assert render_cluster(shuffled) == first
+    dump = yaml.safe_dump_all(first, sort_keys=False)
+    assert yaml.safe_dump_all(render_cluster(shuffled), sort_keys=False) == dump
+
+
+def test_plan_without_backends_renders_only_core_objects():
+    objects = render_cluster(seed_plan(backends={"core"}))
+    assert set(kinds(objects)) == {"Namespace", "PriorityClass", "ResourceQuota", "LimitRange"}
+    assert render_volcano_queues(seed_plan(backends={"core"})) == []
+    assert render_kueue_objects(seed_plan(backends={"core"})) == []
+    assert render_yunikorn_configmap(seed_plan(backends={"core"})) is None
+    # An empty backends set (no "core" either) renders the same core objects.
+    assert render_cluster(seed_plan(backends=set())) == objects
+
+
+def test_each_backend_adds_only_its_own_kinds():
+    core = set(kinds(render_cluster(seed_plan(backends={"core"}))))
+    assert set(kinds(render_cluster(seed_plan(backends={"core", "volcano"})))) - core == {"Queue"}
+    assert set(kinds(render_cluster(seed_plan(backends={"core", "kueue"})))) - core == {
+        "ResourceFlavor",
+        "Cohort",
+        "ClusterQueue",
+        "LocalQueue",
+    }
+    assert set(kinds(render_cluster(seed_plan(backends={"core", "yunikorn"})))) - core == {
+        "ConfigMap"
+    }
+
+
+def test_shadow_namespaces_are_still_rendered():
+    plan = ClusterPlan(
+        name="c",
+        backends=ALL_BACKENDS,
+        namespaces=(ns("team-x-dev", team("team-x"), "dev", alloc(GPU, 1, 2), shadow=True),),
+    )
+    keys = {object_key(o)[1:] for o in render_cluster(plan)}
+    assert {
+        ("Namespace", "", "team-x-dev"),
+        ("ResourceQuota", "team-x-dev", "gpu-quota"),
+        ("Queue", "", "team-x-dev"),
+        ("ClusterQueue", "", "team-x-dev"),
+        ("LocalQueue", "team-x-dev", "default"),
+    } <= keys
+
+
+def test_render_namespace_is_the_team_part_of_render_cluster():
+    plan = hierarchy_plan()
+    everything = {object_key(o): o for o in render_cluster(plan)}
+    for namespace in plan.namespaces:
+        part = render_namespace(plan, namespace)
+        assert part[0]["kind"] == "Namespace"
+        for obj in part:
+            assert everything[object_key(obj)] == obj
+        assert {o["kind"] for o in part} == {
+            "Namespace",
+            "ResourceQuota",
+            "Queue",
+            "ClusterQueue",
+            "LocalQueue",
+        }
+    shared = {
+        k for k, o in everything.items() if o["kind"] in ("PriorityClass", "Cohort", "ConfigMap")
+    }
+    for namespace in plan.namespaces:
+        assert not shared & {object_key(o) for o in render_namespace(plan, namespace)}
+
+
+def test_object_key():
+    objects = render_cluster(seed_plan())
+    assert object_key(find(objects, "Namespace", "team-c-dev")) == (
+        "v1",
+        "Namespace",
+        "",
+        "team-c-dev",
+    )
+    assert object_key(find(objects, "LocalQueue", "default", "team-c-dev")) == (
+        "kueue.x-k8s.io/v1beta2",
+        "LocalQueue",
+        "team-c-dev",
+        "default",
+    )
+    keys = [object_key(o) for o in objects]
+    assert len(keys) == len(set(keys))
+
+
+# --------------------------------------------------------------------------------------------
+# Quantities
+
+
+@pytest.mark.parametrize(
+    ("amount", "suffix", "expected"),
+    [
+        ("6", "", "6"),
+        ("6.000", "", "6"),
+        ("600", "", "600"),
+        ("0", "", "0"),
+        ("0.500", "", "500m"),
+        ("1.25", "", "1250m"),
+        ("16", "Gi", "16Gi"),
+        ("1.5", "Gi", "1536Mi"),
+        ("0.5", "Ki", "512"),
+        ("2.5", "G", "2500M"),
+        ("0.0001", "", "100000n"),
+    ],
+)
+def test_quantity(amount, suffix, expected):
+    text = quantity(D(amount), suffix)
+    assert text == expected
+    probe = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "q", "namespace": "n"},
+        "spec": {"hard": {"requests.cpu": text}},
+    }
+    assert validate_object(probe) == []
