@@ -29,3 +29,6 @@ format: $(STAMP)
 
 clean:
 	rm -rf var staticfiles .pytest_cache
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.bench_sync --namespaces $(or $(NAMESPACES),500)

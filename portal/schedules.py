@@ -22,6 +22,12 @@ DEFAULT_SCHEDULES: list[DefaultSchedule] = [
         every_seconds=60,
         description="Each worker records that it is alive.",
     ),
+    DefaultSchedule(
+        name="reconcile clusters",
+        task="quotas.reconcile_clusters",
+        every_seconds=60,
+        description="Re-drive pending and failed syncs; check clusters for drift.",
+    ),
 ]
 
 

@@ -181,3 +181,13 @@ LOGGING = {
 
 # Serve static files straight from the app folders (the demo); the image runs collectstatic.
 WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=True)
+
+# --- Cluster sync ---------------------------------------------------------------------------
+# Every this many seconds each cluster is compared with its desired state (drift check).
+SYNC_RECONCILE_SECONDS = env.int("SYNC_RECONCILE_SECONDS", default=300)
+# Seconds a sync holds a cluster's lease without renewing it (a dead worker blocks no longer).
+SYNC_LEASE_SECONDS = env.int("SYNC_LEASE_SECONDS", default=120)
+# Timeout of one request to a Kubernetes API server, in seconds.
+KUBE_REQUEST_TIMEOUT = env.float("KUBE_REQUEST_TIMEOUT", default=15.0)
+# A pending sync older than this was probably lost (dead worker, lost message): re-drive it.
+SYNC_PENDING_REDRIVE_SECONDS = env.int("SYNC_PENDING_REDRIVE_SECONDS", default=60)

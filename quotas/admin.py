@@ -1,19 +1,36 @@
 """Django admin for the quota model; allocation edits go through the versioning service."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db import transaction
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 
+from quotas.kube.client import KubeError
+from quotas.kube.sync import cluster_preview
 from quotas.models import (
     Allocation,
     AllocationVersion,
+    AuditEvent,
     Cluster,
     ClusterCapacity,
+    DriftEvent,
+    ManagedObject,
     PriorityClass,
     Resource,
+    SyncObjectResult,
+    SyncRequest,
+    SyncRun,
     Team,
     TeamMembership,
     TeamNamespace,
 )
-from quotas.services import allocation_set
+from quotas.services import (
+    allocation_set,
+    cluster_set_sync_mode,
+    cluster_sync_request,
+    team_namespace_set_shadow,
+)
 
 
 class ClusterCapacityInline(admin.TabularInline):
@@ -31,7 +48,19 @@ class TeamNamespaceInline(admin.TabularInline):
 
 
 def save_allocation_versioned(request, obj: Allocation) -> Allocation:
-    """Admin edits go through allocation_set so they keep history like every other path."""
+    """Admin edits go through allocation_set so they keep history like every other path,
+    and ask for a sync of the cluster in the same transaction."""
+    with transaction.atomic():
+        saved = _allocation_set_from(request, obj)
+        cluster_sync_request(
+            cluster=obj.team_namespace.cluster,
+            acting_user=request.user,
+            reason=f"{obj.team_namespace} edited in Django admin",
+        )
+    return saved
+
+
+def _allocation_set_from(request, obj: Allocation) -> Allocation:
     return allocation_set(
         team_namespace=obj.team_namespace,
         resource=obj.resource,
@@ -67,6 +96,8 @@ class ClusterAdmin(admin.ModelAdmin):
     list_filter = ["environment", "connection", "volcano_enabled", "kueue_enabled"]
     search_fields = ["name", "display_name", "description"]
     inlines = [ClusterCapacityInline, TeamNamespaceInline]
+    actions = ["sync_now", "mode_enforce", "mode_report_only", "mode_shadow"]
+    readonly_fields = ["sync_mode", "plan_generation", "preview_link"]
     fieldsets = [
         (None, {"fields": ["name", "display_name", "description", "environment"]}),
         (
@@ -82,7 +113,87 @@ class ClusterAdmin(admin.ModelAdmin):
             {"fields": ["volcano_enabled", "kueue_enabled", "yunikorn_enabled"]},
         ),
         ("Rules", {"fields": ["max_cap_share"]}),
+        (
+            "Sync",
+            {
+                "fields": [
+                    "sync_mode",
+                    "plan_generation",
+                    "kueue_cohort",
+                    "yunikorn_namespace",
+                    "preview_link",
+                ],
+                "description": "Switch the mode with the actions of the cluster list, so every "
+                "change is audited.",
+            },
+        ),
     ]
+
+    @admin.display(description="preview")
+    def preview_link(self, obj: Cluster) -> str:
+        if not obj.pk:
+            return "-"
+        from django.utils.html import format_html
+
+        url = reverse("admin:quotas_cluster_preview", args=[obj.pk])
+        return format_html('<a href="{}">Preview what a sync would change</a>', url)
+
+    def get_urls(self):
+        return [
+            path(
+                "<int:cluster_id>/preview/",
+                self.admin_site.admin_view(self.preview_view),
+                name="quotas_cluster_preview",
+            ),
+            *super().get_urls(),
+        ]
+
+    def preview_view(self, request, cluster_id: int):
+        cluster = get_object_or_404(Cluster, pk=cluster_id)
+        if not self.has_view_permission(request, cluster):
+            from django.core.exceptions import PermissionDenied
+
+            raise PermissionDenied
+        error = ""
+        try:
+            changes = cluster_preview(cluster_id=cluster.pk)
+        except KubeError as exc:
+            changes, error = [], str(exc)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Preview of a sync of {cluster.name}",
+            "cluster": cluster,
+            "changes": changes,
+            "error": error,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/quotas/cluster_preview.html", context)
+
+    @admin.action(description="Sync now", permissions=["change"])
+    def sync_now(self, request, queryset):
+        for cluster in queryset:
+            with transaction.atomic():
+                cluster_sync_request(cluster=cluster, acting_user=request.user, reason="sync now")
+        messages.info(request, f"Sync requested for {queryset.count()} cluster(s).")
+
+    def _set_mode(self, request, queryset, mode: str) -> None:
+        for cluster in queryset:
+            cluster_set_sync_mode(
+                cluster=cluster, mode=mode, acting_user=request.user, comment="Django admin"
+            )
+        messages.info(request, f"Sync mode set to {mode} for {queryset.count()} cluster(s).")
+
+    @admin.action(description="Mode: enforce (write, restore drift)", permissions=["change"])
+    def mode_enforce(self, request, queryset):
+        self._set_mode(request, queryset, Cluster.SyncMode.ENFORCE)
+
+    @admin.action(description="Mode: report only (write, report drift)", permissions=["change"])
+    def mode_report_only(self, request, queryset):
+        self._set_mode(request, queryset, Cluster.SyncMode.REPORT_ONLY)
+
+    @admin.action(description="Mode: shadow (write nothing)", permissions=["change"])
+    def mode_shadow(self, request, queryset):
+        self._set_mode(request, queryset, Cluster.SyncMode.SHADOW)
 
 
 @admin.register(Resource)
@@ -131,11 +242,23 @@ class TeamMembershipAdmin(admin.ModelAdmin):
 
 @admin.register(TeamNamespace)
 class TeamNamespaceAdmin(admin.ModelAdmin):
-    list_display = ["name", "cluster", "team", "workload_class"]
-    list_filter = ["cluster", "workload_class", "team__parent"]
+    list_display = ["name", "cluster", "team", "workload_class", "shadow"]
+    list_filter = ["cluster", "workload_class", "shadow", "team__parent"]
     search_fields = ["name", "team__slug", "team__name"]
     autocomplete_fields = ["team", "cluster"]
+    readonly_fields = ["shadow"]
     inlines = [AllocationInline]
+    actions = ["shadow_on", "shadow_off"]
+
+    @admin.action(description="Shadow: compute but do not write (canary)", permissions=["change"])
+    def shadow_on(self, request, queryset):
+        for ns in queryset:
+            team_namespace_set_shadow(team_namespace=ns, shadow=True, acting_user=request.user)
+
+    @admin.action(description="Leave shadow: write this namespace", permissions=["change"])
+    def shadow_off(self, request, queryset):
+        for ns in queryset:
+            team_namespace_set_shadow(team_namespace=ns, shadow=False, acting_user=request.user)
 
     def save_formset(self, request, form, formset, change):
         if formset.model is not Allocation:
@@ -207,3 +330,89 @@ class AllocationVersionAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records written by the portal itself: visible to admins and auditors, never edited."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class SyncObjectResultInline(admin.TabularInline):
+    model = SyncObjectResult
+    extra = 0
+    can_delete = False
+    fields = ["action", "kind", "namespace", "name", "diff", "error"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(SyncRun)
+class SyncRunAdmin(ReadOnlyAdmin):
+    list_display = [
+        "cluster",
+        "trigger",
+        "mode",
+        "status",
+        "started_at",
+        "duration_ms",
+        "objects_total",
+        "counts",
+        "generation",
+    ]
+    list_filter = ["cluster", "status", "trigger", "mode"]
+    search_fields = ["cluster__name", "error", "worker"]
+    readonly_fields = [f.name for f in SyncRun._meta.fields]
+    inlines = [SyncObjectResultInline]
+    date_hierarchy = "started_at"
+
+
+@admin.register(SyncRequest)
+class SyncRequestAdmin(ReadOnlyAdmin):
+    list_display = [
+        "cluster",
+        "status",
+        "created_at",
+        "requested_by",
+        "reason",
+        "attempts",
+        "completed_at",
+    ]
+    list_filter = ["status", "cluster"]
+    search_fields = ["reason", "last_error", "cluster__name"]
+    readonly_fields = [f.name for f in SyncRequest._meta.fields]
+
+
+@admin.register(DriftEvent)
+class DriftEventAdmin(ReadOnlyAdmin):
+    list_display = ["detected_at", "cluster", "kind", "namespace", "name", "restored", "changes"]
+    list_filter = ["cluster", "kind", "restored"]
+    search_fields = ["namespace", "name"]
+    readonly_fields = [f.name for f in DriftEvent._meta.fields]
+    date_hierarchy = "detected_at"
+
+
+@admin.register(ManagedObject)
+class ManagedObjectAdmin(ReadOnlyAdmin):
+    list_display = ["cluster", "kind", "namespace", "name", "generation", "applied_at"]
+    list_filter = ["cluster", "kind"]
+    search_fields = ["namespace", "name"]
+    readonly_fields = [f.name for f in ManagedObject._meta.fields]
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "actor", "action", "target_repr", "before", "after", "comment"]
+    list_filter = ["action", "target_type"]
+    search_fields = ["target_repr", "comment", "actor__username"]
+    readonly_fields = [f.name for f in AuditEvent._meta.fields]
+    date_hierarchy = "created_at"

@@ -5,9 +5,18 @@ from decimal import Decimal, InvalidOperation
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import F
 
 from portal.errors import ValidationFailed
-from quotas.models import Allocation, AllocationVersion, Resource, TeamNamespace
+from quotas.models import (
+    Allocation,
+    AllocationVersion,
+    AuditEvent,
+    Cluster,
+    Resource,
+    SyncRequest,
+    TeamNamespace,
+)
 
 
 def _amount(value: object, field: str) -> Decimal:
@@ -94,6 +103,7 @@ def allocation_set(
             allocation.version += 1
             allocation.updated_by = acting_user
             allocation.save()
+        cluster_plan_touch(cluster_id=team_namespace.cluster_id)
         AllocationVersion.objects.create(
             allocation=allocation,
             version=allocation.version,
@@ -106,3 +116,105 @@ def allocation_set(
             source=source,
         )
     return allocation
+
+
+def cluster_plan_touch(*, cluster_id: int) -> int:
+    """Mark the cluster's desired state as changed; returns the new plan generation."""
+    Cluster.objects.filter(pk=cluster_id).update(plan_generation=F("plan_generation") + 1)
+    return Cluster.objects.filter(pk=cluster_id).values_list("plan_generation", flat=True).get()
+
+
+def cluster_sync_request(
+    *, cluster: Cluster, acting_user: User | None, reason: str = ""
+) -> SyncRequest:
+    """Record that the cluster must be synced (the outbox) and start the sync after commit.
+
+    Called inside the transaction that changed the plan: if it rolls back, no sync is asked
+    for; if the message is lost after commit, the reconciler finds the pending row.
+    """
+    from quotas.tasks import sync_cluster
+
+    generation = Cluster.objects.filter(pk=cluster.pk).values_list("plan_generation", flat=True)
+    request = SyncRequest.objects.create(
+        cluster=cluster,
+        requested_by=acting_user,
+        reason=reason[:500],
+        generation=generation.get(),
+    )
+    transaction.on_commit(lambda: sync_cluster.delay(cluster.pk))
+    return request
+
+
+def audit_record(
+    *,
+    acting_user: User | None,
+    action: str,
+    target: object,
+    before: dict | None = None,
+    after: dict | None = None,
+    comment: str = "",
+) -> AuditEvent:
+    return AuditEvent.objects.create(
+        actor=acting_user,
+        action=action,
+        target_type=type(target).__name__,
+        target_id=str(getattr(target, "pk", "")),
+        target_repr=str(target)[:300],
+        before=before,
+        after=after,
+        comment=comment,
+    )
+
+
+def cluster_set_sync_mode(
+    *, cluster: Cluster, mode: str, acting_user: User | None, comment: str = ""
+) -> Cluster:
+    """Switch enforce / report only / shadow (the staged rollout), audited, then sync."""
+    if mode not in Cluster.SyncMode.values:
+        allowed = ", ".join(Cluster.SyncMode.values)
+        raise ValidationFailed(
+            f"sync_mode must be one of {allowed}, got {mode!r}", field="sync_mode"
+        )
+    with transaction.atomic():
+        locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
+        if locked.sync_mode == mode:
+            return locked
+        before = locked.sync_mode
+        locked.sync_mode = mode
+        locked.save(update_fields=["sync_mode", "updated_at"])
+        audit_record(
+            acting_user=acting_user,
+            action="cluster.sync_mode",
+            target=locked,
+            before={"sync_mode": before},
+            after={"sync_mode": mode},
+            comment=comment,
+        )
+        cluster_plan_touch(cluster_id=locked.pk)
+        cluster_sync_request(cluster=locked, acting_user=acting_user, reason=f"sync mode {mode}")
+    return locked
+
+
+def team_namespace_set_shadow(
+    *, team_namespace: TeamNamespace, shadow: bool, acting_user: User | None, comment: str = ""
+) -> TeamNamespace:
+    """Put one team namespace in or out of shadow mode (canary rollout), audited, then sync."""
+    with transaction.atomic():
+        locked = TeamNamespace.objects.select_for_update().get(pk=team_namespace.pk)
+        if locked.shadow == shadow:
+            return locked
+        locked.shadow = shadow
+        locked.save(update_fields=["shadow"])
+        audit_record(
+            acting_user=acting_user,
+            action="namespace.shadow",
+            target=locked,
+            before={"shadow": not shadow},
+            after={"shadow": shadow},
+            comment=comment,
+        )
+        cluster_plan_touch(cluster_id=locked.cluster_id)
+        cluster_sync_request(
+            cluster=locked.cluster, acting_user=acting_user, reason=f"{locked.name} shadow={shadow}"
+        )
+    return locked

@@ -1,16 +1,32 @@
 """Data model of quotas: clusters, resources, teams, namespaces and versioned allocations."""
 
 from quotas.models.allocations import Allocation, AllocationVersion
+from quotas.models.audit import AuditEvent
 from quotas.models.clusters import Cluster, ClusterCapacity, PriorityClass, Resource
+from quotas.models.sync import (
+    DriftEvent,
+    ManagedObject,
+    SyncLease,
+    SyncObjectResult,
+    SyncRequest,
+    SyncRun,
+)
 from quotas.models.teams import Team, TeamMembership, TeamNamespace
 
 __all__ = [
     "Allocation",
     "AllocationVersion",
+    "AuditEvent",
     "Cluster",
     "ClusterCapacity",
+    "DriftEvent",
+    "ManagedObject",
     "PriorityClass",
     "Resource",
+    "SyncLease",
+    "SyncObjectResult",
+    "SyncRequest",
+    "SyncRun",
     "Team",
     "TeamMembership",
     "TeamNamespace",

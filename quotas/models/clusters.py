@@ -47,6 +47,22 @@ class Cluster(models.Model):
     kueue_enabled = models.BooleanField("Kueue", default=False)
     yunikorn_enabled = models.BooleanField("YuniKorn", default=False)
 
+    class SyncMode(models.TextChoices):
+        ENFORCE = "enforce", "enforce: write changes, restore drift"
+        REPORT_ONLY = "report_only", "report only: write changes, report drift without restoring"
+        SHADOW = "shadow", "shadow: compute and report, write nothing"
+
+    sync_mode = models.CharField(max_length=12, choices=SyncMode.choices, default=SyncMode.ENFORCE)
+    kueue_cohort = models.CharField(
+        max_length=63, default="portal", validators=[dns1123_label_validator]
+    )
+    yunikorn_namespace = models.CharField(
+        max_length=63, default="yunikorn", validators=[dns1123_label_validator]
+    )
+    # Bumped whenever the desired state changes; written on objects so an older sync can
+    # never overwrite what a newer one wrote.
+    plan_generation = models.PositiveBigIntegerField(default=0, editable=False)
+
     max_cap_share = models.DecimalField(
         "max cap share",
         max_digits=4,

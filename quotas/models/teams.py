@@ -84,6 +84,8 @@ class TeamNamespace(models.Model):
     workload_class = models.CharField(
         max_length=16, choices=WorkloadClass.choices, default=WorkloadClass.TRAINING
     )
+    # Staged rollout: a shadow namespace is computed and reported but never written.
+    shadow = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -31,6 +31,18 @@ def _wait_for(url: str, deadline: float) -> tuple[int, bytes]:
     raise AssertionError(f"{url} did not answer in time: {last_error}")
 
 
+def free_port_after(port: int) -> bool:
+    """Whether the port after `port` is free too (the second demo cluster's sandbox)."""
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port + 1))
+        except OSError:
+            return False
+    return True
+
+
 def _port_open(port: int) -> bool:
     try:
         urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
@@ -43,14 +55,28 @@ def _port_open(port: int) -> bool:
 
 def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
     port, sandbox_port = free_port(), free_port()
+    while free_port_after(sandbox_port) is False:
+        sandbox_port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in UNSET}
     env.update({"PORTAL_VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "portal.settings"})
     log = (tmp_path / "run.log").open("w+")
     proc = subprocess.Popen(
-        [sys.executable, "manage.py", "run_portal", "--port", str(port),
-         "--sandbox-port", str(sandbox_port), "--web-workers", "1"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "manage.py",
+            "run_portal",
+            "--port",
+            str(port),
+            "--sandbox-port",
+            str(sandbox_port),
+            "--web-workers",
+            "1",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 180
         status, body = _wait_for(f"http://127.0.0.1:{port}/login/", deadline)
@@ -58,9 +84,10 @@ def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
         assert b'name="password"' in body
         status, body = _wait_for(f"http://127.0.0.1:{port}/readyz", deadline)
         assert status == 200, body
-        # The demo's sandbox cluster is up as well.
-        status, body = _wait_for(f"http://127.0.0.1:{sandbox_port}/version", deadline)
-        assert status == 200 and "gitVersion" in json.loads(body)
+        # Each demo cluster has its own sandbox API server.
+        for port_of_cluster in (sandbox_port, sandbox_port + 1):
+            status, body = _wait_for(f"http://127.0.0.1:{port_of_cluster}/version", deadline)
+            assert status == 200 and "gitVersion" in json.loads(body)
         assert (tmp_path / "portal.sqlite3").exists()
     finally:
         proc.send_signal(signal.SIGINT)
@@ -76,3 +103,4 @@ def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
     assert "Stopped." in output
     assert not _port_open(port), "web server still running after Ctrl-C"
     assert not _port_open(sandbox_port), "sandbox still running after Ctrl-C"
+    assert not _port_open(sandbox_port + 1), "sandbox still running after Ctrl-C"

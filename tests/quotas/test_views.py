@@ -69,9 +69,14 @@ def test_auditor_can_view_but_not_change(client, auditor, alloc_a):
     assert client.get("/admin/quotas/allocation/add/").status_code == 403
     response = client.post(
         f"/admin/quotas/allocation/{alloc_a.pk}/change/",
-        {"team_namespace": alloc_a.team_namespace_id, "resource": alloc_a.resource_id,
-         "guarantee": "1", "cap": "2", "priority_classes": "[]"},
-    )  # fmt: skip
+        {
+            "team_namespace": alloc_a.team_namespace_id,
+            "resource": alloc_a.resource_id,
+            "guarantee": "1",
+            "cap": "2",
+            "priority_classes": "[]",
+        },
+    )
     assert response.status_code == 403
     assert Allocation.objects.get(pk=alloc_a.pk).cap == 10
 

@@ -4,6 +4,7 @@ One foreground command; Ctrl-C (or SIGTERM) stops every child cleanly. If one ch
 others are stopped too, so a half-running demo never lingers.
 """
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -28,7 +29,7 @@ class Command(BaseCommand):
             "--sandbox-port",
             type=int,
             default=int(os.environ.get("SANDBOX_PORT", "8001")),
-            help="Port of the sandbox Kubernetes API (the demo clusters point at it).",
+            help="Port of the first sandbox Kubernetes API; each sandbox cluster gets the next.",
         )
         parser.add_argument("--no-sandbox", action="store_true", help="Do not start the sandbox.")
         parser.add_argument("--no-seed", action="store_true", help="Skip seed_demo.")
@@ -44,38 +45,65 @@ class Command(BaseCommand):
         manage = str(Path(settings.BASE_DIR) / "manage.py")
         env = os.environ.copy()
         env.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-        sandbox_url = f"http://127.0.0.1:{options['sandbox_port']}"
-        if not options["no_sandbox"]:
-            env["KUBE_SANDBOX_URL"] = sandbox_url
         var_dir = Path(settings.VAR_DIR)
         bind = f"{options['host']}:{options['port']}"
 
         commands: dict[str, list[str]] = {}
-        if not options["no_sandbox"]:
-            commands["sandbox"] = [
-                python, manage, "kube_sandbox",
-                "--host", "127.0.0.1",
-                "--port", str(options["sandbox_port"]),
-                "--state-file", str(var_dir / "sandbox-state.json"),
-            ]  # fmt: skip
+        sandboxes = {} if options["no_sandbox"] else self._sandbox_clusters(options["sandbox_port"])
+        for name, port in sandboxes.items():
+            commands[f"sandbox:{name}"] = [
+                python,
+                manage,
+                "kube_sandbox",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--state-file",
+                str(var_dir / f"sandbox-{name}.json"),
+            ]
         commands["web"] = [
-            python, "-m", "gunicorn", "portal.wsgi",
-            "--bind", bind,
-            "--workers", str(options["web_workers"]),
-            "--threads", "4",
-            "--access-logfile", "-",
-            "--graceful-timeout", "5",
-        ]  # fmt: skip
+            python,
+            "-m",
+            "gunicorn",
+            "portal.wsgi",
+            "--bind",
+            bind,
+            "--workers",
+            str(options["web_workers"]),
+            "--threads",
+            "4",
+            "--access-logfile",
+            "-",
+            "--graceful-timeout",
+            "5",
+        ]
         commands["worker"] = [
-            python, "-m", "celery", "-A", "portal", "worker",
-            "--pool", "solo", "--loglevel", "INFO",
-        ]  # fmt: skip
+            python,
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "worker",
+            "--pool",
+            "solo",
+            "--loglevel",
+            "INFO",
+        ]
         commands["beat"] = [
-            python, "-m", "celery", "-A", "portal", "beat",
-            "--loglevel", "INFO",
-            "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler",
-            "--pidfile", "",
-        ]  # fmt: skip
+            python,
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "beat",
+            "--loglevel",
+            "INFO",
+            "--scheduler",
+            "django_celery_beat.schedulers:DatabaseScheduler",
+            "--pidfile",
+            "",
+        ]
 
         children: dict[str, subprocess.Popen] = {}
         stopping = False
@@ -92,12 +120,17 @@ class Command(BaseCommand):
             children[name] = subprocess.Popen(
                 command, env=env, cwd=settings.BASE_DIR, start_new_session=True
             )
+        if sandboxes:
+            self._prepare_sandboxes()
 
         self.stdout.write(
             self.style.SUCCESS(f"\nGPU quota portal: http://{bind}/")
             + "\nLogins (password 'demo'): admin, admin2 (platform admins), "
             "lead-a, lead-b, lead-c (team leads), viewer (auditor)."
-            + (f"\nSandbox Kubernetes API: {sandbox_url}" if "sandbox" in children else "")
+            + "".join(
+                f"\nSandbox Kubernetes API of cluster {name}: http://127.0.0.1:{port}"
+                for name, port in sandboxes.items()
+            )
             + "\nCtrl-C stops everything.\n"
         )
         self.stdout.flush()
@@ -118,9 +151,53 @@ class Command(BaseCommand):
             sys.exit(exit_code)
         self.stdout.write("Stopped.")
 
+    def _sandbox_clusters(self, first_port: int) -> dict[str, int]:
+        """One sandbox API server per sandbox cluster (each cluster is its own API server, as
+        namespaces of the same name live on several clusters); points the clusters at them."""
+        from quotas.models import Cluster
+
+        ports = {}
+        clusters = Cluster.objects.filter(connection=Cluster.Connection.SANDBOX).order_by("name")
+        for offset, cluster in enumerate(clusters):
+            port = first_port + offset
+            url = f"http://127.0.0.1:{port}"
+            if cluster.sandbox_url != url:
+                Cluster.objects.filter(pk=cluster.pk).update(sandbox_url=url)
+            ports[cluster.name] = port
+        return ports
+
+    def _prepare_sandboxes(self) -> None:
+        """Wait for the sandboxes; give YuniKorn clusters the namespace its installer makes."""
+        from quotas.kube.client import KubeClient, KubeConflict, KubeError
+        from quotas.models import Cluster
+
+        deadline = time.monotonic() + 30
+        for cluster in Cluster.objects.filter(connection=Cluster.Connection.SANDBOX):
+            kube = KubeClient.for_url(cluster.sandbox_url, timeout=2)
+            try:
+                while True:
+                    try:
+                        kube.request("GET", "/version")
+                        break
+                    except KubeError:
+                        if time.monotonic() > deadline:
+                            raise
+                        time.sleep(0.2)
+                if cluster.yunikorn_enabled:
+                    namespace = {
+                        "apiVersion": "v1",
+                        "kind": "Namespace",
+                        "metadata": {"name": cluster.yunikorn_namespace},
+                    }
+                    with contextlib.suppress(KubeConflict):
+                        kube.create(namespace)
+            finally:
+                kube.close()
+
     def _stop(self, children: dict[str, subprocess.Popen]) -> None:
-        # Web first (no new work), then beat and worker, then the cluster they talk to.
-        order = [n for n in ("web", "beat", "worker", "sandbox") if n in children]
+        # Web first (no new work), then beat and worker, then the clusters they talk to.
+        order = [n for n in ("web", "beat", "worker") if n in children]
+        order += [n for n in children if n.startswith("sandbox:")]
         for name in order:
             child = children[name]
             if child.poll() is None:

@@ -1,0 +1,166 @@
+"""Pushing allocations to clusters: the outbox of pending syncs, runs and their per-object
+results, the objects the portal manages, drift found on them, and the per-cluster lease."""
+
+from django.conf import settings
+from django.db import models
+
+
+class SyncRequest(models.Model):
+    """Outbox row: written in the same transaction as the change that needs a sync."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "pending"
+        DONE = "done", "done"
+        FAILED = "failed", "failed (retried by the reconciler)"
+
+    cluster = models.ForeignKey("quotas.Cluster", on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    reason = models.CharField(max_length=500, blank=True)
+    # Plan generation the change produced; done once a sync has written at least this one.
+    generation = models.PositiveBigIntegerField(default=0)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    sync_run = models.ForeignKey(
+        "quotas.SyncRun", on_delete=models.SET_NULL, null=True, blank=True, related_name="requests"
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "cluster"], name="syncrequest_status_cluster")]
+
+    def __str__(self) -> str:
+        return f"sync {self.cluster_id} gen {self.generation} ({self.status})"
+
+
+class SyncRun(models.Model):
+    """One pass over a cluster: what was compared, written, pruned, and how it ended."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "running"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+        SKIPPED = "skipped", "skipped (another sync holds the cluster)"
+
+    class Trigger(models.TextChoices):
+        CHANGE = "change", "approved change"
+        RECONCILE = "reconcile", "periodic reconcile"
+        MANUAL = "manual", "manual"
+        PREVIEW = "preview", "preview (dry run)"
+
+    cluster = models.ForeignKey(
+        "quotas.Cluster", on_delete=models.CASCADE, related_name="sync_runs"
+    )
+    trigger = models.CharField(max_length=10, choices=Trigger.choices)
+    mode = models.CharField(max_length=12)
+    generation = models.PositiveBigIntegerField(default=0)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    started_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    objects_total = models.PositiveIntegerField(default=0)
+    # Count per action (created, updated, deleted, unchanged, drift, shadow, fenced, error).
+    counts = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    worker = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        return f"{self.cluster} {self.trigger} {self.status} @ {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+
+class SyncObjectResult(models.Model):
+    """What a run did to one object (unchanged objects are only counted, not stored)."""
+
+    class Action(models.TextChoices):
+        CREATED = "created", "created"
+        UPDATED = "updated", "updated"
+        DELETED = "deleted", "deleted (pruned)"
+        UNCHANGED = "unchanged", "unchanged"
+        DRIFT_RESTORED = "drift_restored", "drift restored"
+        DRIFT_REPORTED = "drift_reported", "drift reported (not restored)"
+        SHADOW = "shadow", "would change (shadow mode)"
+        FENCED = "fenced", "skipped: a newer sync wrote it"
+        ORPHANED = "orphaned", "no longer wanted, kept (namespaces are never deleted)"
+        ERROR = "error", "error"
+
+    run = models.ForeignKey(SyncRun, on_delete=models.CASCADE, related_name="results")
+    api_version = models.CharField(max_length=100)
+    kind = models.CharField(max_length=100)
+    namespace = models.CharField(max_length=63, blank=True)
+    name = models.CharField(max_length=253)
+    action = models.CharField(max_length=16, choices=Action.choices)
+    diff = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name}: {self.action}"
+
+
+class ManagedObject(models.Model):
+    """The fields the portal last wrote to one object; a live value that differs is drift."""
+
+    cluster = models.ForeignKey("quotas.Cluster", on_delete=models.CASCADE, related_name="+")
+    api_version = models.CharField(max_length=100)
+    kind = models.CharField(max_length=100)
+    namespace = models.CharField(max_length=63, blank=True)
+    name = models.CharField(max_length=253)
+    applied = models.JSONField(default=dict)
+    generation = models.PositiveBigIntegerField(default=0)
+    applied_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "api_version", "kind", "namespace", "name"],
+                name="managedobject_unique_key",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+class DriftEvent(models.Model):
+    """An object found changed in the cluster by someone other than the portal."""
+
+    cluster = models.ForeignKey("quotas.Cluster", on_delete=models.CASCADE, related_name="drifts")
+    run = models.ForeignKey(SyncRun, on_delete=models.SET_NULL, null=True, related_name="drifts")
+    detected_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    api_version = models.CharField(max_length=100)
+    kind = models.CharField(max_length=100)
+    namespace = models.CharField(max_length=63, blank=True)
+    name = models.CharField(max_length=253)
+    # [{"path": "spec.hard.requests.nvidia.com/gpu", "old": "10", "new": "20"}]; old is what
+    # the portal wrote, new what the cluster had.
+    changes = models.JSONField(default=list)
+    restored = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-detected_at"]
+
+    def __str__(self) -> str:
+        return f"drift {self.kind} {self.namespace}/{self.name} @ {self.detected_at:%Y-%m-%d %H:%M}"
+
+
+class SyncLease(models.Model):
+    """Who may write to a cluster now; expires so a dead worker never blocks it for long."""
+
+    cluster = models.OneToOneField("quotas.Cluster", on_delete=models.CASCADE, related_name="+")
+    holder = models.CharField(max_length=255, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # Incremented on every acquisition: a fencing token for the holder.
+    epoch = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"lease {self.cluster_id} by {self.holder or '-'}"

@@ -1,0 +1,89 @@
+"""Celery tasks of quotas: thin interfaces over the sync service."""
+
+import logging
+import random
+from datetime import timedelta
+
+from celery import shared_task
+from django.conf import settings
+from django.db.models import Max, Q
+from django.utils import timezone
+
+from quotas.kube.sync import SyncBusy, TransientSyncError, cluster_sync
+from quotas.models import Cluster, SyncRequest, SyncRun
+
+log = logging.getLogger(__name__)
+
+SYNC_MAX_RETRIES = 6
+SYNC_BACKOFF_BASE = 2.0  # seconds; doubled per retry
+SYNC_BACKOFF_MAX = 300.0
+
+
+def backoff_seconds(retries: int) -> float:
+    """Exponential backoff with full jitter, bounded."""
+    ceiling = min(SYNC_BACKOFF_MAX, SYNC_BACKOFF_BASE * (2**retries))
+    return random.uniform(ceiling / 2, ceiling)
+
+
+@shared_task(
+    bind=True,
+    name="quotas.sync_cluster",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=SYNC_MAX_RETRIES,
+    ignore_result=True,
+)
+def sync_cluster(self, cluster_id: int, trigger: str = SyncRun.Trigger.CHANGE) -> None:
+    """Sync one cluster; retried with backoff on busy lease and transient API errors."""
+    if not Cluster.objects.filter(pk=cluster_id).exists():
+        return
+    try:
+        cluster_sync(cluster_id=cluster_id, trigger=trigger, worker=self.request.hostname or "")
+    except SyncBusy as exc:
+        # The running sync may have read the plan before our change: run again after it.
+        raise self.retry(exc=exc, countdown=backoff_seconds(self.request.retries)) from None
+    except TransientSyncError as exc:
+        if self.request.retries >= self.max_retries:
+            # The run is recorded as failed and its requests stay visible as failed; the
+            # reconciler re-drives them later.
+            log.warning("sync of cluster %s gave up after %s tries", cluster_id, self.max_retries)
+            return
+        raise self.retry(exc=exc, countdown=backoff_seconds(self.request.retries)) from None
+
+
+@shared_task(name="quotas.reconcile_clusters", ignore_result=True)
+def reconcile_clusters() -> list[int]:
+    """Re-drive pending and failed syncs, and check every cluster for drift periodically."""
+    now = timezone.now()
+    lost_after = timedelta(seconds=settings.SYNC_PENDING_REDRIVE_SECONDS)
+    drift_every = timedelta(seconds=settings.SYNC_RECONCILE_SECONDS)
+    started = []
+    last_runs = dict(
+        SyncRun.objects.exclude(trigger=SyncRun.Trigger.PREVIEW)
+        .values_list("cluster_id")
+        .annotate(last=Max("started_at"))
+    )
+    for cluster_id in Cluster.objects.values_list("id", flat=True):
+        waiting = SyncRequest.objects.filter(cluster_id=cluster_id).filter(
+            Q(status=SyncRequest.Status.PENDING, created_at__lt=now - lost_after)
+            | Q(status=SyncRequest.Status.FAILED)
+        )
+        failed_backoff = any(
+            r.status == SyncRequest.Status.FAILED
+            and r.sync_run_id
+            and r.sync_run.finished_at
+            and r.sync_run.finished_at > now - _redrive_delay(r.attempts)
+            for r in waiting.select_related("sync_run")[:20]
+        )
+        last = last_runs.get(cluster_id)
+        if waiting.exists() and not failed_backoff:
+            sync_cluster.delay(cluster_id, SyncRun.Trigger.CHANGE)
+            started.append(cluster_id)
+        elif last is None or last < now - drift_every:
+            sync_cluster.delay(cluster_id, SyncRun.Trigger.RECONCILE)
+            started.append(cluster_id)
+    return started
+
+
+def _redrive_delay(attempts: int) -> timedelta:
+    return timedelta(seconds=min(3600, 30 * (2 ** min(attempts, 10))))
