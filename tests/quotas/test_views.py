@@ -132,3 +132,70 @@ def test_admin_form_refuses_guarantee_above_cap(client, admin, alloc_a):
     assert "guarantee must not exceed cap" in response.content.decode()
     alloc_a.refresh_from_db()
     assert (alloc_a.guarantee, alloc_a.cap) == (6, 10)
+
+
+def test_admin_sees_cluster_sync_status_and_leads_do_not(client, admin, lead_a, alloc_a):
+    from quotas.models import DriftEvent, SyncRequest
+
+    cluster = alloc_a.team_namespace.cluster
+    SyncRequest.objects.create(cluster=cluster, status="failed", last_error="boom: 500")
+    DriftEvent.objects.create(
+        cluster=cluster,
+        api_version="v1",
+        kind="ResourceQuota",
+        namespace="team-a-training",
+        name="gpu-quota",
+        changes=[],
+    )
+    client.force_login(admin)
+    page = client.get("/").content.decode()
+    assert 'data-testid="clusters"' in page and "boom: 500" in page
+    client.force_login(lead_a)
+    assert 'data-testid="clusters"' not in client.get("/").content.decode()
+
+
+def test_preview_page_shows_the_dry_run_diff(client, admin, alloc_a):
+    from quotas.kube.sandbox import SandboxServer
+
+    server = SandboxServer(port=0).start()
+    try:
+        cluster = alloc_a.team_namespace.cluster
+        type(cluster).objects.filter(pk=cluster.pk).update(sandbox_url=server.url)
+        client.force_login(admin)
+        page = client.get(f"/admin/quotas/cluster/{cluster.pk}/preview/").content.decode()
+        assert "gpu-quota" in page and "team-a-training" in page
+        assert server.stats.writes == 0
+    finally:
+        server.stop()
+
+
+def test_preview_page_is_for_admins_only(client, lead_a, alloc_a):
+    client.force_login(lead_a)
+    response = client.get(f"/admin/quotas/cluster/{alloc_a.team_namespace.cluster_id}/preview/")
+    assert response.status_code == 302 and "/admin/login/" in response.url
+
+
+def test_preview_page_reports_an_unreachable_cluster(client, admin, alloc_a, settings):
+    settings.KUBE_REQUEST_TIMEOUT = 1
+    cluster = alloc_a.team_namespace.cluster
+    type(cluster).objects.filter(pk=cluster.pk).update(sandbox_url="http://127.0.0.1:9")
+    client.force_login(admin)
+    response = client.get(f"/admin/quotas/cluster/{cluster.pk}/preview/")
+    assert response.status_code == 200
+    assert "could not be reached" in response.content.decode()
+
+
+def test_mode_switch_from_the_admin_is_audited(client, admin, cluster):
+    from quotas.models import AuditEvent, SyncRequest
+
+    client.force_login(admin)
+    response = client.post(
+        "/admin/quotas/cluster/",
+        {"action": "mode_shadow", "_selected_action": [cluster.pk]},
+    )
+    assert response.status_code == 302
+    cluster.refresh_from_db()
+    assert cluster.sync_mode == "shadow"
+    event = AuditEvent.objects.get(action="cluster.sync_mode")
+    assert (event.actor, event.after) == (admin, {"sync_mode": "shadow"})
+    assert SyncRequest.objects.filter(cluster=cluster).count() == 1

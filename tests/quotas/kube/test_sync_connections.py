@@ -1,0 +1,45 @@
+"""How the portal reaches a cluster: kubeconfig + context with a token; secrets never leak."""
+
+import pytest
+
+from quotas.kube.sandbox import SandboxServer
+from quotas.kube.sync import cluster_sync
+from quotas.models import Cluster, SyncRun
+
+pytestmark = pytest.mark.django_db
+
+TOKEN = "s3cr3t-cluster-token-value"
+
+
+@pytest.fixture
+def token_sandbox():
+    server = SandboxServer(host="127.0.0.1", port=0, token=TOKEN).start()
+    yield server
+    server.stop()
+
+
+def test_sync_through_a_kubeconfig_with_a_bearer_token(token_sandbox, tmp_path, alloc_a):
+    kubeconfig = token_sandbox.write_kubeconfig(tmp_path / "config", context="prod")
+    Cluster.objects.filter(pk=alloc_a.team_namespace.cluster_id).update(
+        connection="kubeconfig", kubeconfig_path=str(kubeconfig), kubeconfig_context="prod"
+    )
+    run = cluster_sync(cluster_id=alloc_a.team_namespace.cluster_id)
+    assert run.status == SyncRun.Status.SUCCEEDED, run.error
+    quota = token_sandbox.get_object("v1", "ResourceQuota", "gpu-quota", "team-a-training")
+    assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "10"
+
+
+def test_a_refused_token_fails_the_sync_without_showing_the_token(
+    token_sandbox, tmp_path, alloc_a, caplog
+):
+    kubeconfig = token_sandbox.write_kubeconfig(tmp_path / "config")
+    kubeconfig.write_text(kubeconfig.read_text().replace(TOKEN, "wrong-token-also-secret"))
+    Cluster.objects.filter(pk=alloc_a.team_namespace.cluster_id).update(
+        connection="kubeconfig", kubeconfig_path=str(kubeconfig)
+    )
+    run = cluster_sync(cluster_id=alloc_a.team_namespace.cluster_id)
+    assert run.status == SyncRun.Status.FAILED
+    assert "401" in run.error
+    for text in (run.error, caplog.text):
+        assert TOKEN not in text and "wrong-token-also-secret" not in text
+    assert token_sandbox.stats.writes == 0

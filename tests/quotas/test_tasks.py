@@ -1,0 +1,126 @@
+"""The sync task on a real worker, and what the reconciler re-drives."""
+
+import time
+from datetime import timedelta
+
+import pytest
+from celery.contrib.testing.worker import start_worker
+from django.utils import timezone
+
+from portal.celery import app
+from quotas import tasks
+from quotas.kube.sync import lease_acquire
+from quotas.models import Cluster, SyncRequest, SyncRun
+from quotas.services import cluster_sync_request
+from tests.quotas.kube.conftest import kube_sandbox  # noqa: F401 - fixture
+
+
+@pytest.mark.django_db(transaction=True)
+def test_approved_change_reaches_the_cluster_through_a_real_worker(
+    kube_sandbox,  # noqa: F811
+    alloc_a,
+    admin,
+):
+    Cluster.objects.filter(pk=alloc_a.team_namespace.cluster_id).update(
+        sandbox_url=kube_sandbox.url
+    )
+    app.loader.import_module("celery.contrib.testing.tasks")
+    with start_worker(app, pool="solo", perform_ping_check=True, shutdown_timeout=30):
+        # Outside a transaction on_commit fires at once: the task goes to the real broker.
+        request = cluster_sync_request(
+            cluster=alloc_a.team_namespace.cluster, acting_user=admin, reason="test"
+        )
+        deadline = timezone.now() + timedelta(seconds=60)
+        while timezone.now() < deadline:
+            request.refresh_from_db()
+            if request.status != SyncRequest.Status.PENDING:
+                break
+            time.sleep(0.2)
+    assert request.status == SyncRequest.Status.DONE
+    quota = kube_sandbox.get_object("v1", "ResourceQuota", "gpu-quota", "team-a-training")
+    assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "10"
+
+
+@pytest.fixture
+def enqueued(monkeypatch):
+    """What the reconciler sends to the broker (the broker itself is tested above)."""
+    calls = []
+    monkeypatch.setattr(tasks.sync_cluster, "delay", lambda *args: calls.append(args))
+    return calls
+
+
+@pytest.mark.django_db
+def test_reconciler_checks_never_synced_clusters(cluster, enqueued):
+    assert tasks.reconcile_clusters() == [cluster.id]
+    assert enqueued == [(cluster.id, SyncRun.Trigger.RECONCILE)]
+
+
+@pytest.mark.django_db
+def test_reconciler_leaves_recently_synced_clusters_alone(cluster, enqueued):
+    SyncRun.objects.create(cluster=cluster, trigger="change", mode="enforce", status="succeeded")
+    assert tasks.reconcile_clusters() == []
+
+
+@pytest.mark.django_db
+def test_reconciler_redrives_a_lost_pending_sync(cluster, enqueued, settings):
+    settings.SYNC_PENDING_REDRIVE_SECONDS = 60
+    SyncRun.objects.create(cluster=cluster, trigger="change", mode="enforce", status="succeeded")
+    request = SyncRequest.objects.create(cluster=cluster, reason="lost message")
+    assert tasks.reconcile_clusters() == []  # too young: its own message may still come
+    SyncRequest.objects.filter(pk=request.pk).update(
+        created_at=timezone.now() - timedelta(minutes=5)
+    )
+    assert tasks.reconcile_clusters() == [cluster.id]
+    assert enqueued == [(cluster.id, SyncRun.Trigger.CHANGE)]
+
+
+@pytest.mark.django_db
+def test_reconciler_backs_off_before_redriving_a_failed_sync(cluster, enqueued):
+    run = SyncRun.objects.create(
+        cluster=cluster,
+        trigger="change",
+        mode="enforce",
+        status="failed",
+        finished_at=timezone.now(),
+    )
+    SyncRequest.objects.create(cluster=cluster, status="failed", attempts=3, sync_run=run)
+    assert tasks.reconcile_clusters() == []
+    SyncRun.objects.filter(pk=run.pk).update(finished_at=timezone.now() - timedelta(hours=2))
+    assert tasks.reconcile_clusters() == [cluster.id]
+
+
+@pytest.mark.django_db
+def test_outbox_row_is_written_in_the_callers_transaction(
+    cluster, admin, django_capture_on_commit_callbacks, enqueued
+):
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        request = cluster_sync_request(cluster=cluster, acting_user=admin, reason="x")
+    assert len(callbacks) == 1
+    assert enqueued == [(cluster.id,)]
+    assert request.status == SyncRequest.Status.PENDING
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_at_once_one_syncs_the_other_waits(cluster):
+    """The lease is taken atomically: from many threads at once exactly one gets it."""
+    import threading
+
+    from django.db import connection
+
+    barrier = threading.Barrier(6)
+    won = []
+
+    def contend(i: int) -> None:
+        barrier.wait()
+        try:
+            if lease_acquire(cluster.id, f"worker-{i}") is not None:
+                won.append(i)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=contend, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(won) == 1
