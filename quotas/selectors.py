@@ -6,8 +6,16 @@ from decimal import Decimal
 
 from django.db.models import QuerySet, Sum
 
-from quotas.models import Allocation, ClusterCapacity, Team, TeamMembership, TeamNamespace
+from quotas.models import (
+    Allocation,
+    Cluster,
+    ClusterCapacity,
+    Team,
+    TeamMembership,
+    TeamNamespace,
+)
 from quotas.roles import AnyUser, sees_everything
+from quotas.rules import AllocationFacts, ClusterFacts, Finding, check_plan, sort_findings
 
 
 def _with_descendants(team_ids: set[int]) -> set[int]:
@@ -106,3 +114,49 @@ def capacity_summary(*, cluster_ids: list[int] | None = None) -> list[CapacityLi
             )
         )
     return lines
+
+
+def plan_findings(*, cluster_ids: list[int] | None = None) -> list[Finding]:
+    """Violations the current allocations already have (e.g. the seed's cap 10 above 8), for
+    every cluster or only the given ones; errors first, then by cluster, namespace, resource."""
+    clusters = Cluster.objects.order_by("name")
+    if cluster_ids is not None:
+        clusters = clusters.filter(id__in=cluster_ids)
+    clusters = list(clusters)
+    ids = [c.id for c in clusters]
+
+    capacities: dict[int, dict[str, Decimal]] = defaultdict(dict)
+    for cluster_id, resource, capacity in ClusterCapacity.objects.filter(
+        cluster_id__in=ids
+    ).values_list("cluster_id", "resource__name", "capacity"):
+        capacities[cluster_id][resource] = capacity
+
+    names = {c.id: c.name for c in clusters}
+    allocations: dict[int, list[AllocationFacts]] = defaultdict(list)
+    for a in Allocation.objects.filter(team_namespace__cluster_id__in=ids).select_related(
+        "team_namespace", "resource"
+    ):
+        ns = a.team_namespace
+        allocations[ns.cluster_id].append(
+            AllocationFacts(
+                cluster=names[ns.cluster_id],
+                namespace=ns.name,
+                resource=a.resource.name,
+                guarantee=a.guarantee,
+                cap=a.cap,
+                per_pod_max=a.per_pod_max,
+                workload_class=ns.workload_class,
+                unit=a.resource.unit,
+            )
+        )
+
+    findings: list[Finding] = []
+    for cluster in clusters:
+        facts = ClusterFacts(
+            name=cluster.name,
+            capacities=capacities[cluster.id],
+            max_cap_share=cluster.effective_max_cap_share,
+            backends=frozenset(cluster.backends),
+        )
+        findings += check_plan(cluster=facts, allocations=allocations[cluster.id])
+    return sort_findings(findings)

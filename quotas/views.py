@@ -10,7 +10,12 @@ from portal.models import WorkerHeartbeat
 from quotas.kube.status import cluster_sync_status
 from quotas.models import TeamMembership
 from quotas.roles import is_platform_admin, sees_everything
-from quotas.selectors import allocations_visible_to, capacity_summary, teams_visible_to
+from quotas.selectors import (
+    allocations_visible_to,
+    capacity_summary,
+    plan_findings,
+    teams_visible_to,
+)
 
 
 @login_required
@@ -38,6 +43,7 @@ def home(request: HttpRequest) -> HttpResponse:
         "sees_everything": sees_everything(user),
         "capacity": capacity_summary() if sees_everything(user) else [],
         "clusters": cluster_sync_status() if sees_everything(user) else [],
+        "violations": plan_findings() if sees_everything(user) else [],
         "workers": WorkerHeartbeat.objects.all()[:5] if is_platform_admin(user) else [],
     }
     return render(request, "quotas/home.html", context)
