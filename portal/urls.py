@@ -6,6 +6,7 @@ from django.urls import path
 
 from portal import health
 from quotas import views as quota_views
+from quotas.views_audit import audit_export_csv
 
 admin.site.site_header = "GPU quota portal — administration"
 admin.site.site_title = "GPU quota portal"
@@ -16,5 +17,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("audit/export.csv", audit_export_csv, name="audit-export"),
     path("admin/", admin.site.urls),
 ]

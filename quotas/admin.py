@@ -266,7 +266,8 @@ class TeamNamespaceAdmin(admin.ModelAdmin):
         instances = formset.save(commit=False)
         for obj in formset.deleted_objects:
             obj.delete()
-        for obj in instances:
+        # In id order, like every other path that changes several allocations (no deadlocks).
+        for obj in sorted(instances, key=lambda o: o.pk or 0):
             save_allocation_versioned(request, obj)
         formset.save_m2m()
         return None
@@ -411,7 +412,16 @@ class ManagedObjectAdmin(ReadOnlyAdmin):
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdmin):
-    list_display = ["created_at", "actor", "action", "target_repr", "before", "after", "comment"]
+    list_display = [
+        "seq",
+        "created_at",
+        "actor_username",
+        "action",
+        "target_repr",
+        "before",
+        "after",
+        "comment",
+    ]
     list_filter = ["action", "target_type"]
     search_fields = ["target_repr", "comment", "actor__username"]
     readonly_fields = [f.name for f in AuditEvent._meta.fields]

@@ -8,10 +8,10 @@ from django.db import transaction
 from django.db.models import F
 
 from portal.errors import ValidationFailed
+from quotas.audit import audit_record
 from quotas.models import (
     Allocation,
     AllocationVersion,
-    AuditEvent,
     Cluster,
     Resource,
     SyncRequest,
@@ -53,6 +53,22 @@ def allocation_values_check(
     return g, c, p
 
 
+def _allocation_state(allocation: Allocation) -> dict:
+    def amount(value):
+        return None if value is None else f"{Decimal(value).normalize():f}"
+
+    return {
+        "namespace": allocation.team_namespace.name,
+        "cluster": allocation.team_namespace.cluster.name,
+        "resource": allocation.resource.name,
+        "guarantee": amount(allocation.guarantee),
+        "cap": amount(allocation.cap),
+        "per_pod_max": amount(allocation.per_pod_max),
+        "priority_classes": list(allocation.priority_classes),
+        "version": allocation.version,
+    }
+
+
 def allocation_set(
     *,
     team_namespace: TeamNamespace,
@@ -78,6 +94,7 @@ def allocation_set(
             .filter(team_namespace=team_namespace, resource=resource)
             .first()
         )
+        before = None
         if allocation is None:
             allocation = Allocation.objects.create(
                 team_namespace=team_namespace,
@@ -98,6 +115,7 @@ def allocation_set(
             )
             if unchanged:
                 return allocation
+            before = _allocation_state(allocation)
             allocation.guarantee, allocation.cap, allocation.per_pod_max = g, c, p
             allocation.priority_classes = classes
             allocation.version += 1
@@ -114,6 +132,14 @@ def allocation_set(
             changed_by=acting_user,
             reason=reason,
             source=source,
+        )
+        audit_record(
+            acting_user=acting_user,
+            action="allocation.changed",
+            target=allocation,
+            before=before,
+            after=_allocation_state(allocation),
+            comment=f"{source}: {reason}" if source else reason,
         )
     return allocation
 
@@ -143,27 +169,6 @@ def cluster_sync_request(
     )
     transaction.on_commit(lambda: sync_cluster.delay(cluster.pk))
     return request
-
-
-def audit_record(
-    *,
-    acting_user: User | None,
-    action: str,
-    target: object,
-    before: dict | None = None,
-    after: dict | None = None,
-    comment: str = "",
-) -> AuditEvent:
-    return AuditEvent.objects.create(
-        actor=acting_user,
-        action=action,
-        target_type=type(target).__name__,
-        target_id=str(getattr(target, "pk", "")),
-        target_repr=str(target)[:300],
-        before=before,
-        after=after,
-        comment=comment,
-    )
 
 
 def cluster_set_sync_mode(

@@ -1,14 +1,29 @@
-"""Audit events of quota changes (cluster modes, allocations); approvals write theirs here too."""
+"""Audit events of quota changes (cluster modes, allocations); approvals write theirs here too.
+
+The log is append-only and hash-chained: write it only through ``quotas.audit.audit_record``.
+"""
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class AuditEvent(models.Model):
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # Position in the chain: 1, 2, 3, ... with no gaps, given out under the chain head's lock.
+    seq = models.PositiveBigIntegerField(unique=True, editable=False)
+    # Set by the writer (not auto_now_add) so the hashed timestamp is exactly the stored one.
+    created_at = models.DateTimeField(default=timezone.now, db_index=True, editable=False)
+    # No database constraint and no SET NULL: the table refuses UPDATE, and the actor's id must
+    # stay as hashed even if the user is deleted later; actor_username keeps who it was.
     actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        null=True,
+        blank=True,
+        related_name="+",
     )
+    actor_username = models.CharField(max_length=150, blank=True, editable=False)
     action = models.CharField(max_length=100)
     target_type = models.CharField(max_length=100)
     target_id = models.CharField(max_length=100)
@@ -16,11 +31,30 @@ class AuditEvent(models.Model):
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
     comment = models.TextField(blank=True)
+    prev_hash = models.CharField(max_length=64, editable=False)
+    hash = models.CharField(max_length=64, editable=False)  # hex sha256 of the canonical event
 
     class Meta:
-        ordering = ["-created_at", "-id"]
+        ordering = ["-seq"]
         indexes = [models.Index(fields=["target_type", "target_id"], name="audit_target")]
 
     def __str__(self) -> str:
         when = f"{self.created_at:%Y-%m-%d %H:%M}"
-        return f"{self.action} {self.target_repr} by {self.actor_id} @ {when}"
+        who = self.actor_username or self.actor_id
+        return f"#{self.seq} {self.action} {self.target_repr} by {who} @ {when}"
+
+
+class AuditChainHead(models.Model):
+    """The one row appenders lock to take the next seq; it also records the chain's tip."""
+
+    SINGLETON_ID = 1
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=SINGLETON_ID, editable=False)
+    last_seq = models.PositiveBigIntegerField(default=0)
+    last_hash = models.CharField(max_length=64)
+
+    class Meta:
+        verbose_name = "audit chain head"
+
+    def __str__(self) -> str:
+        return f"audit chain head at event {self.last_seq}"

@@ -1,0 +1,398 @@
+"""The audit log: hash chain, append-only triggers, verification, concurrency and CSV export."""
+
+import csv
+import datetime
+import importlib
+import io
+import itertools
+import threading
+from contextlib import contextmanager
+from decimal import Decimal
+from types import SimpleNamespace
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import IntegrityError, connection, connections, transaction
+from django.db.migrations.loader import MigrationLoader
+from django.urls import reverse
+
+from quotas.audit import (
+    CSV_HEADER,
+    GENESIS_HASH,
+    AuditVerification,
+    audit_event_hash,
+    audit_record,
+    audit_verify,
+)
+from quotas.models.audit import AuditChainHead, AuditEvent
+
+migration = importlib.import_module("quotas.migrations.0003_audit_chain")
+
+
+@contextmanager
+def append_only_suspended():
+    """Lift the append-only triggers in the test's transaction, to tamper as an attacker would."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "ALTER TABLE quotas_auditevent DISABLE TRIGGER quotas_auditevent_append_only"
+            )
+            try:
+                yield cursor
+            finally:
+                cursor.execute(
+                    "ALTER TABLE quotas_auditevent ENABLE TRIGGER quotas_auditevent_append_only"
+                )
+        else:
+            for statement in migration.APPEND_ONLY_SQL["sqlite"][1]:
+                cursor.execute(statement)
+            try:
+                yield cursor
+            finally:
+                for statement in migration.APPEND_ONLY_SQL["sqlite"][0]:
+                    cursor.execute(statement)
+
+
+def tamper(sql: str, params: list) -> None:
+    with append_only_suspended() as cursor:
+        cursor.execute(sql, params)
+
+
+SET_AFTER_SQL = {
+    "postgresql": "UPDATE quotas_auditevent SET after = %s::jsonb WHERE seq = %s",
+    "sqlite": "UPDATE quotas_auditevent SET after = %s WHERE seq = %s",
+}
+HASHED_FIELDS = (
+    "seq",
+    "prev_hash",
+    "created_at",
+    "actor_id",
+    "actor_username",
+    "action",
+    "target_type",
+    "target_id",
+    "target_repr",
+    "before",
+    "after",
+    "comment",
+)
+
+
+def append(n: int, *, user: User | None, target: object) -> list[AuditEvent]:
+    return [
+        audit_record(
+            acting_user=user,
+            action="allocation.set",
+            target=target,
+            before={"cap": i},
+            after={"cap": i + 1},
+            comment=f"change {i}",
+        )
+        for i in range(n)
+    ]
+
+
+@pytest.mark.django_db
+class TestChain:
+    def test_many_appends_make_one_valid_chain(self, admin, cluster):
+        events = append(130, user=admin, target=cluster)
+
+        result = audit_verify(batch_size=16)  # several pages, the last one partial
+
+        assert result.ok and result.checked == 130 and result.first_broken_seq is None
+        assert [e.seq for e in events] == list(range(1, 131))
+        assert events[0].prev_hash == GENESIS_HASH
+        assert all(b.prev_hash == a.hash for a, b in itertools.pairwise(events))
+        head = AuditChainHead.objects.get()
+        assert (head.last_seq, head.last_hash) == (130, events[-1].hash)
+
+    def test_event_records_who_what_and_when(self, admin, cluster):
+        event = audit_record(
+            acting_user=admin,
+            action="cluster.sync_mode",
+            target=cluster,
+            before={"cap": Decimal("1.5"), "at": datetime.date(2026, 1, 2)},
+            after={"classes": ("a", "b")},
+            comment="why",
+        )
+        stored = AuditEvent.objects.get(pk=event.pk)
+        assert stored.actor_id == admin.pk and stored.actor_username == "admin"
+        assert (stored.target_type, stored.target_id) == ("Cluster", str(cluster.pk))
+        # Hashed as the JSON column gives it back, so the stored row verifies.
+        assert stored.before == {"cap": "1.5", "at": "2026-01-02"}
+        assert stored.after == {"classes": ["a", "b"]}
+        assert stored.created_at == event.created_at
+        assert audit_verify().ok
+
+    def test_renaming_or_deleting_the_actor_keeps_the_chain_valid(self, admin, lead_a, cluster):
+        append(3, user=lead_a, target=cluster)
+        lead_a.username = "renamed"
+        lead_a.save()
+        lead_a.delete()  # the table refuses UPDATE, so the actor id is kept, not nulled
+
+        assert audit_verify().ok
+        assert AuditEvent.objects.filter(actor_username="lead-a").count() == 3
+
+    def test_an_event_rolled_back_with_its_caller_leaves_no_gap(self, admin, cluster):
+        append(2, user=admin, target=cluster)
+        with pytest.raises(RuntimeError), transaction.atomic():
+            audit_record(acting_user=admin, action="x", target=cluster)
+            raise RuntimeError("caller failed")
+        event = audit_record(acting_user=None, action="y", target=cluster)
+
+        assert event.seq == 3 and event.actor_username == ""
+        assert audit_verify().ok
+
+    def test_a_missing_head_restarts_at_the_last_event(self, admin, cluster):
+        append(2, user=admin, target=cluster)
+        AuditChainHead.objects.all().delete()
+
+        assert audit_record(acting_user=admin, action="z", target=cluster).seq == 3
+        assert audit_verify().ok
+
+    def test_migration_hash_is_the_live_one(self, admin, cluster):
+        (event,) = append(1, user=admin, target=cluster)
+        assert migration._event_hash(event, event.actor_username) == event.hash
+
+    def test_migration_backfill_chains_events_written_before_the_chain(self, admin, cluster):
+        events = append(5, user=admin, target=cluster)
+        base = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+        # Pre-chain rows: no seq, hashes or username; age order is the reverse of id order.
+        with append_only_suspended() as cursor:
+            for i, event in enumerate(events):
+                cursor.execute(
+                    "UPDATE quotas_auditevent SET seq = %s, prev_hash = '', hash = '',"
+                    " actor_username = '', created_at = %s WHERE id = %s",
+                    [1000 + i, base - datetime.timedelta(minutes=i), event.pk],
+                )
+            AuditChainHead.objects.all().delete()
+            state = MigrationLoader(connection).project_state(("quotas", "0003_audit_chain"))
+            migration.chain_existing_events(state.apps, SimpleNamespace(connection=connection))
+
+        assert audit_verify().ok
+        oldest_first = list(AuditEvent.objects.order_by("seq").values_list("id", flat=True))
+        assert oldest_first == [e.pk for e in reversed(events)]
+        assert AuditChainHead.objects.get().last_seq == 5
+
+
+@pytest.mark.django_db
+class TestTamperingIsCaught:
+    def test_editing_after_is_caught_at_that_event(self, admin, cluster):
+        append(25, user=admin, target=cluster)
+        tamper(SET_AFTER_SQL[connection.vendor], ['{"cap": 999}', 17])
+
+        result = audit_verify(batch_size=10)
+
+        assert not result.ok
+        assert (result.first_broken_seq, result.checked) == (17, 16)
+        assert result.reason == "event 17: hash does not match its contents (edited?)"
+
+    def test_editing_and_rehashing_is_caught_at_the_next_event(self, admin, cluster):
+        append(20, user=admin, target=cluster)
+        event = AuditEvent.objects.get(seq=17)
+        event.comment = "nothing to see"
+        forged = audit_event_hash(**{f: getattr(event, f) for f in HASHED_FIELDS})
+        tamper(
+            "UPDATE quotas_auditevent SET comment = %s, hash = %s WHERE seq = 17",
+            [event.comment, forged],
+        )
+
+        result = audit_verify()
+
+        assert result.first_broken_seq == 18
+        assert result.reason == "event 18: prev_hash does not match event 17"
+
+    def test_deleting_an_event_is_caught(self, admin, cluster):
+        append(25, user=admin, target=cluster)
+        tamper("DELETE FROM quotas_auditevent WHERE seq = %s", [20])
+
+        result = audit_verify()
+
+        assert (result.ok, result.first_broken_seq) == (False, 20)
+        assert result.reason == "event 20: missing (deleted?)"
+
+    def test_deleting_the_newest_events_is_caught_by_the_head(self, admin, cluster):
+        append(10, user=admin, target=cluster)
+        tamper("DELETE FROM quotas_auditevent WHERE seq > %s", [7])
+
+        result = audit_verify()
+
+        assert (result.first_broken_seq, result.reason) == (8, "event 8: missing (deleted?)")
+
+    def test_deleting_the_oldest_event_is_caught(self, admin, cluster):
+        append(3, user=admin, target=cluster)
+        tamper("DELETE FROM quotas_auditevent WHERE seq = %s", [1])
+
+        assert audit_verify().reason == "event 1: missing (deleted?)"
+
+
+@pytest.mark.django_db
+class TestAppendOnly:
+    def test_orm_update_is_refused(self, admin, cluster):
+        append(3, user=admin, target=cluster)
+        with pytest.raises(IntegrityError, match="append-only"), transaction.atomic():
+            AuditEvent.objects.filter(seq=2).update(comment="rewritten")
+        event = AuditEvent.objects.get(seq=2)
+        event.comment = "rewritten"
+        with pytest.raises(IntegrityError, match="append-only"), transaction.atomic():
+            event.save()
+        assert audit_verify().ok
+
+    def test_orm_delete_is_refused(self, admin, cluster):
+        append(3, user=admin, target=cluster)
+        with pytest.raises(IntegrityError, match="append-only"), transaction.atomic():
+            AuditEvent.objects.get(seq=2).delete()
+        with pytest.raises(IntegrityError, match="append-only"), transaction.atomic():
+            AuditEvent.objects.filter(seq__gte=2).delete()
+        assert AuditEvent.objects.count() == 3
+
+    def test_emptying_the_log_is_refused_or_caught(self, admin, cluster):
+        append(3, user=admin, target=cluster)
+        if connection.vendor == "postgresql":
+            with pytest.raises(IntegrityError, match="append-only"), transaction.atomic():
+                AuditEvent.objects.all().delete()
+        else:
+            # SQLite lets rows go oldest first, as Django's test flush needs; the head notices.
+            AuditEvent.objects.all().delete()
+            assert audit_verify().reason == "event 1: missing (deleted?)"
+
+    def test_tampering_helper_puts_the_triggers_back(self, admin, cluster):
+        append(2, user=admin, target=cluster)
+        tamper("UPDATE quotas_auditevent SET comment = 'x' WHERE seq = %s", [1])
+        with pytest.raises(IntegrityError), transaction.atomic():
+            AuditEvent.objects.filter(seq=2).update(comment="y")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_appends_keep_one_chain(admin, cluster):
+    threads, per_thread = 6, 15
+    AuditChainHead.objects.all().delete()  # the appenders also race to create the head
+    start = threading.Barrier(threads)
+    errors: list[BaseException] = []
+
+    def appender(n: int) -> None:
+        try:
+            start.wait()
+            for i in range(per_thread):
+                with transaction.atomic():
+                    audit_record(
+                        acting_user=admin,
+                        action="allocation.set",
+                        target=cluster,
+                        after={"thread": n, "i": i},
+                    )
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    workers = [threading.Thread(target=appender, args=(n,)) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+
+    assert errors == []
+    total = threads * per_thread
+    seqs = list(AuditEvent.objects.order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, total + 1))
+    assert audit_verify() == AuditVerification(
+        ok=True, checked=total, first_broken_seq=None, reason=""
+    )
+
+
+@pytest.mark.django_db
+class TestVerifyCommand:
+    def test_reports_ok_with_the_count(self, admin, cluster):
+        append(4, user=admin, target=cluster)
+        out = io.StringIO()
+        call_command("verify_audit_chain", stdout=out)
+        assert out.getvalue().strip() == "audit chain OK: 4 events"
+
+    def test_empty_log_is_ok(self):
+        out = io.StringIO()
+        call_command("verify_audit_chain", stdout=out)
+        assert out.getvalue().strip() == "audit chain OK: 0 events"
+
+    def test_reports_the_first_broken_event_and_exits_1(self, admin, cluster):
+        append(5, user=admin, target=cluster)
+        tamper("UPDATE quotas_auditevent SET target_repr = 'other' WHERE seq = %s", [3])
+
+        with pytest.raises(CommandError) as caught:
+            call_command("verify_audit_chain")
+
+        assert str(caught.value) == (
+            "audit chain BROKEN at event 3: hash does not match its contents (edited?)"
+        )
+        assert caught.value.returncode == 1
+
+
+def read_csv(response) -> list[list[str]]:
+    assert response["Content-Type"] == "text/csv"
+    body = b"".join(response.streaming_content).decode()
+    return list(csv.reader(io.StringIO(body)))
+
+
+@pytest.mark.django_db
+class TestCsvExport:
+    url = reverse("audit-export")
+
+    def test_admin_gets_every_event_in_chain_order(self, client, admin, cluster):
+        events = append(3, user=admin, target=cluster)
+        client.force_login(admin)
+
+        rows = read_csv(client.get(self.url))
+
+        assert rows[0] == CSV_HEADER
+        assert [r[0] for r in rows[1:]] == ["1", "2", "3"]
+        first = dict(zip(CSV_HEADER, rows[1], strict=True))
+        assert first["actor_username"] == "admin" and first["action"] == "allocation.set"
+        assert first["target_repr"] == str(cluster)
+        assert first["before"] == '{"cap": 0}' and first["after"] == '{"cap": 1}'
+        assert (first["prev_hash"], first["hash"]) == (GENESIS_HASH, events[0].hash)
+        assert first["created_at"] == events[0].created_at.isoformat(timespec="microseconds")
+
+    def test_auditor_may_export(self, client, auditor, admin, cluster):
+        append(1, user=admin, target=cluster)
+        client.force_login(auditor)
+        assert len(read_csv(client.get(self.url))) == 2
+
+    def test_team_lead_is_refused(self, client, lead_a):
+        client.force_login(lead_a)
+        assert client.get(self.url).status_code == 403
+
+    def test_anonymous_is_sent_to_login(self, client):
+        response = client.get(self.url)
+        assert response.status_code == 302
+        assert response.url.startswith(reverse("login"))
+
+    def test_filters_by_action_and_day(self, client, admin, cluster):
+        append(2, user=admin, target=cluster)
+        audit_record(acting_user=admin, action="cluster.sync_mode", target=cluster)
+        tamper(
+            "UPDATE quotas_auditevent SET created_at = %s WHERE seq = 1",
+            [datetime.datetime(2020, 5, 1, 12, tzinfo=datetime.UTC)],
+        )
+        client.force_login(admin)
+
+        by_action = read_csv(client.get(self.url, {"action": "cluster.sync_mode"}))
+        since = read_csv(client.get(self.url, {"since": "2021-01-01"}))
+        both = read_csv(client.get(self.url, {"action": "allocation.set", "since": "2021-01-01"}))
+
+        assert [r[0] for r in by_action[1:]] == ["3"]
+        assert [r[0] for r in since[1:]] == ["2", "3"]
+        assert [r[0] for r in both[1:]] == ["2"]
+
+    def test_a_bad_since_is_a_clear_400(self, client, admin):
+        client.force_login(admin)
+        response = client.get(self.url, {"since": "last week"})
+        assert response.status_code == 400
+        assert b"since must be a date YYYY-MM-DD" in response.content
+
+    def test_cells_that_would_run_as_formulas_are_neutralised(self, client, admin, cluster):
+        audit_record(acting_user=admin, action="x", target=cluster, comment="=HYPERLINK(1)")
+        client.force_login(admin)
+        rows = read_csv(client.get(self.url))
+        assert dict(zip(CSV_HEADER, rows[1], strict=True))["comment"] == "'=HYPERLINK(1)"
