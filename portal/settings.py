@@ -167,6 +167,9 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
 }
 
+# Public address of the portal, for links in notifications.
+PORTAL_BASE_URL = env.str("PORTAL_BASE_URL", default="http://127.0.0.1:8000")
+
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="gpu-quota-portal@localhost")
 
@@ -191,3 +194,11 @@ SYNC_LEASE_SECONDS = env.int("SYNC_LEASE_SECONDS", default=120)
 KUBE_REQUEST_TIMEOUT = env.float("KUBE_REQUEST_TIMEOUT", default=15.0)
 # A pending sync older than this was probably lost (dead worker, lost message): re-drive it.
 SYNC_PENDING_REDRIVE_SECONDS = env.int("SYNC_PENDING_REDRIVE_SECONDS", default=60)
+
+# --- Notifications ------------------------------------------------------------------------------
+# URLs that receive every quota request event as a signed JSON POST (comma-separated).
+WEBHOOK_URLS = env.list("WEBHOOK_URLS", default=[])
+# Shared secret of the X-Portal-Signature HMAC. Without it no webhook is sent (an error is logged).
+WEBHOOK_SECRET = env.str("WEBHOOK_SECRET", default="")
+# Timeout of one webhook request, in seconds.
+WEBHOOK_TIMEOUT = env.float("WEBHOOK_TIMEOUT", default=5.0)

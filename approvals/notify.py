@@ -1,0 +1,367 @@
+"""Notifications on quota request events: e-mail and signed webhooks, sent after the commit.
+
+The rest of the portal calls :func:`notify` only; the Celery tasks here do the sending. Webhook
+receivers check ``X-Portal-Signature`` with :func:`verify_signature` (or its equivalent) and
+de-duplicate on ``X-Portal-Delivery``: a delivery may arrive more than once (``acks_late``).
+"""
+
+import hashlib
+import hmac
+import http.client
+import json
+import logging
+import random
+import uuid
+from urllib.error import HTTPError, URLError
+from urllib.parse import urlsplit
+from urllib.request import HTTPRedirectHandler, Request, build_opener
+
+from celery import shared_task
+from django.conf import settings
+from django.core.mail import send_mail
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
+from django.utils import timezone
+
+log = logging.getLogger(__name__)
+
+EVENTS: frozenset[str] = frozenset(
+    {
+        "request.submitted",
+        "request.decided",
+        "request.applied",
+        "request.failed",
+        "request.expiring",
+        "request.expired",
+    }
+)
+# payload["status"] of a request.decided notification.
+DECISIONS: frozenset[str] = frozenset({"approved", "rejected", "changes_requested"})
+
+# What the subject says happened, per event; request.decided uses the decision instead.
+_SUBJECT_VERBS = {
+    "request.submitted": "submitted",
+    "request.applied": "applied to the cluster",
+    "request.failed": "failed to apply",
+    "request.expiring": "expires soon",
+    "request.expired": "expired",
+}
+# Optional payload keys shown in the e-mail body, in this order, with their labels.
+_BODY_FIELDS = (
+    ("requested_by", "Requested by"),
+    ("decided_by", "Decided by"),
+    ("justification", "Justification"),
+    ("decision_comment", "Comment"),
+    ("comment", "Comment"),
+    ("reason", "Reason"),
+    ("error", "Error"),
+    ("starts_at", "Starts"),
+    ("ends_at", "Ends"),
+    ("expires_at", "Expires"),
+)
+
+WEBHOOK_MAX_RETRIES = 5  # so at most 6 tries
+EMAIL_MAX_RETRIES = 5
+BACKOFF_BASE = 10.0  # seconds; doubled per retry, for e-mail and webhooks
+BACKOFF_MAX = 600.0
+
+_missing_secret_logged = False
+
+
+# --- public API ------------------------------------------------------------------------------
+
+
+def notify(*, event: str, payload: dict, recipients: list[str]) -> None:
+    """Send ``event`` by e-mail to ``recipients`` and to every webhook once the transaction commits.
+
+    Raises ValueError on an unknown event, a decision that is not one of DECISIONS, or a payload
+    that cannot be serialised (Decimal, datetime and UUID values become strings). Nothing is sent
+    when the surrounding transaction rolls back; outside a transaction it is queued at once.
+    """
+    if event not in EVENTS:
+        raise ValueError(f"unknown notification event {event!r}; expected one of {sorted(EVENTS)}")
+    if event == "request.decided" and payload.get("status") not in DECISIONS:
+        raise ValueError(
+            f"request.decided needs payload status in {sorted(DECISIONS)}, "
+            f"got {payload.get('status')!r}"
+        )
+    try:
+        # Both channels see the same plain JSON data; an unserialisable payload fails here, in
+        # the caller's transaction, rather than later in a worker.
+        data = json.loads(json.dumps(payload, cls=DjangoJSONEncoder))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"notification payload is not JSON-serialisable: {exc}") from exc
+    to = list(dict.fromkeys(r.strip() for r in recipients if r and r.strip()))
+    urls = _webhook_urls()
+    notification_id = str(uuid.uuid4())
+    transaction.on_commit(
+        lambda: _dispatch(
+            event=event, data=data, recipients=to, urls=urls, notification_id=notification_id
+        )
+    )
+
+
+def sign(body: bytes, secret: str) -> str:
+    """``sha256=<hex>``: the HMAC-SHA256 of the exact body bytes with the shared secret."""
+    if not secret:
+        raise ValueError("the webhook secret is empty")
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def verify_signature(body: bytes, secret: str, header: str) -> bool:
+    """Whether ``header`` is the signature of ``body`` with ``secret`` (constant-time compare)."""
+    if not secret or not header:
+        return False
+    return hmac.compare_digest(sign(body, secret).encode(), header.encode())
+
+
+# --- tasks -----------------------------------------------------------------------------------
+
+
+@shared_task(
+    name="approvals.send_email",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    # SMTP errors are OSErrors. A retry may repeat a message the server already took: mail is
+    # at least once.
+    autoretry_for=(OSError,),
+    max_retries=EMAIL_MAX_RETRIES,
+    retry_backoff=BACKOFF_BASE,
+    retry_backoff_max=BACKOFF_MAX,
+    retry_jitter=True,
+    ignore_result=True,
+)
+def send_email_task(event: str, payload: dict, recipients: list[str]) -> None:
+    """E-mail one notification (plain text) to the recipients."""
+    if not recipients:
+        return
+    send_mail(
+        subject=email_subject(event, payload),
+        message=email_body(event, payload),
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        recipient_list=recipients,
+    )
+
+
+@shared_task(
+    bind=True,
+    name="approvals.send_webhook",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=WEBHOOK_MAX_RETRIES,
+)
+def send_webhook_task(self, url: str, body_json: str) -> str:
+    """POST one signed notification to one URL; retried with backoff on transient failures.
+
+    Returns what happened: ``delivered``, ``gave_up`` (tries exhausted), ``rejected`` (the
+    receiver answered a 3xx or a 4xx other than 429, so trying again would not help) or
+    ``refused`` (no secret configured, or a URL that is not http(s)). Only Celery's Retry leaves it.
+    """
+    target = _redact(url)
+    secret = settings.WEBHOOK_SECRET
+    if not secret:
+        _log_missing_secret()
+        return "refused"
+    if urlsplit(url).scheme not in ("http", "https"):
+        log.error("webhook URL %s is not http(s): not sent", target)
+        return "refused"
+    body = body_json.encode()
+    envelope = json.loads(body_json)
+    request = Request(  # noqa: S310 - the scheme is checked above
+        url,
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "User-Agent": "gpu-quota-portal",
+            "X-Portal-Event": envelope["event"],
+            "X-Portal-Delivery": envelope["id"],
+            "X-Portal-Signature": sign(body, secret),
+        },
+    )
+    retry_after = None
+    try:
+        with _opener.open(request, timeout=settings.WEBHOOK_TIMEOUT) as response:
+            response.read()
+    except HTTPError as exc:
+        exc.close()
+        if exc.code != 429 and exc.code < 500:
+            log.warning(
+                "webhook %s delivery %s to %s rejected with HTTP %s: not retried",
+                envelope["event"],
+                envelope["id"],
+                target,
+                exc.code,
+            )
+            return "rejected"
+        failure = f"HTTP {exc.code}"
+        retry_after = _retry_after_seconds(exc.headers.get("Retry-After"))
+    except (OSError, http.client.HTTPException) as exc:
+        # Refused or reset connections, timeouts, TLS and protocol errors: worth another try.
+        failure = str(exc.reason) if isinstance(exc, URLError) else type(exc).__name__
+    else:
+        log.info("webhook %s delivery %s sent to %s", envelope["event"], envelope["id"], target)
+        return "delivered"
+
+    if self.request.retries >= self.max_retries:
+        log.warning(
+            "webhook %s delivery %s to %s gave up after %s tries: %s",
+            envelope["event"],
+            envelope["id"],
+            target,
+            self.request.retries + 1,
+            failure,
+        )
+        return "gave_up"
+    countdown = backoff_seconds(self.request.retries)
+    if retry_after is not None:
+        countdown = min(BACKOFF_MAX, max(countdown, retry_after))
+    log.info(
+        "webhook %s delivery %s to %s failed (%s): retry in %.1fs",
+        envelope["event"],
+        envelope["id"],
+        target,
+        failure,
+        countdown,
+    )
+    # No exc: the retry message must not carry anything but the reason logged above.
+    raise self.retry(countdown=countdown)
+
+
+# --- building the messages -------------------------------------------------------------------
+
+
+def email_subject(event: str, payload: dict) -> str:
+    """``[GPU quota] request #12 approved (team-a)``, with the parts the payload has."""
+    if event == "request.decided":
+        verb = str(payload.get("status", "decided")).replace("_", " ")
+    else:
+        verb = _SUBJECT_VERBS.get(event, event)
+    subject = "[GPU quota] request"
+    if payload.get("id") is not None:
+        subject += f" #{payload['id']}"
+    subject += f" {verb}"
+    if payload.get("team"):
+        subject += f" ({payload['team']})"
+    return subject
+
+
+def email_body(event: str, payload: dict) -> str:
+    """Plain text: what happened, each line's current, requested and decided values, the link."""
+    parts = [email_subject(event, payload).removeprefix("[GPU quota] ").capitalize() + "."]
+    lines = payload.get("lines") or []
+    if lines:
+        parts.append("")
+        parts.append("Lines:")
+        parts.extend(f"- {_describe_line(line)}" for line in lines)
+    extras = [
+        f"{label}: {payload[key]}"
+        for key, label in _BODY_FIELDS
+        if payload.get(key) not in (None, "")
+    ]
+    if extras:
+        parts.append("")
+        parts.extend(extras)
+    if payload.get("url"):
+        parts.append("")
+        parts.append(f"Open the request: {payload['url']}")
+    parts.append("")
+    parts.append(f"-- \nGPU quota portal ({event})")
+    return "\n".join(parts) + "\n"
+
+
+def _describe_line(line: dict) -> str:
+    """``demo / team-a-training / nvidia.com/gpu: guarantee current 6, requested 8; cap ...``.
+
+    Reads the values nested (``line["current"]["guarantee"]``) or flat (``current_guarantee``).
+    """
+    where = " / ".join(str(line[k]) for k in ("cluster", "namespace", "resource") if line.get(k))
+    values = []
+    for field in ("guarantee", "cap", "per_pod_max"):
+        known = []
+        for stage in ("current", "requested", "decided"):
+            nested = line.get(stage)
+            value = nested.get(field) if isinstance(nested, dict) else line.get(f"{stage}_{field}")
+            if value is not None:
+                known.append(f"{stage} {value}")
+        if known:
+            values.append(f"{field.replace('_', ' ')} " + ", ".join(known))
+    where = where or "line"
+    return f"{where}: {'; '.join(values)}" if values else where
+
+
+# --- sending ---------------------------------------------------------------------------------
+
+
+def _dispatch(
+    *, event: str, data: dict, recipients: list[str], urls: list[str], notification_id: str
+) -> None:
+    """Queue the e-mail and the webhooks; runs after the commit, so it must never raise."""
+    if recipients:
+        try:
+            send_email_task.delay(event, data, recipients)
+        except Exception:
+            log.exception("could not queue the e-mail of %s %s", event, notification_id)
+    if not urls:
+        return
+    body_json = json.dumps(
+        {
+            "event": event,
+            "id": notification_id,
+            "sent_at": timezone.now().isoformat(),
+            "data": data,
+        },
+        separators=(",", ":"),
+    )
+    for url in urls:
+        try:
+            send_webhook_task.delay(url, body_json)
+        except Exception:
+            log.exception(
+                "could not queue webhook %s %s to %s", event, notification_id, _redact(url)
+            )
+
+
+def _webhook_urls() -> list[str]:
+    urls = [u for u in settings.WEBHOOK_URLS if u]
+    if urls and not settings.WEBHOOK_SECRET:
+        _log_missing_secret()
+        return []
+    return urls
+
+
+def _log_missing_secret() -> None:
+    # Unsigned webhooks could be forged by anyone who can reach the receiver: refuse to send.
+    global _missing_secret_logged
+    if not _missing_secret_logged:
+        _missing_secret_logged = True
+        log.error("WEBHOOK_URLS is set but WEBHOOK_SECRET is empty: webhooks are not sent")
+
+
+def backoff_seconds(retries: int) -> float:
+    """Exponential backoff with jitter, bounded."""
+    ceiling = min(BACKOFF_MAX, BACKOFF_BASE * (2**retries))
+    return random.uniform(ceiling / 2, ceiling)
+
+
+def _retry_after_seconds(value: str | None) -> float | None:
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None  # an HTTP date: use our own backoff
+
+
+def _redact(url: str) -> str:
+    # Some receivers put a token in the URL's path or query: log only where it goes.
+    parts = urlsplit(url)
+    host = (parts.netloc.rpartition("@")[2]) or "?"
+    return f"{parts.scheme}://{host}"
+
+
+class _NoRedirects(HTTPRedirectHandler):
+    # urllib would re-send a POST as a GET without the body, possibly to another host.
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_opener = build_opener(_NoRedirects)

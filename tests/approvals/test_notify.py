@@ -1,0 +1,463 @@
+"""Notifications: sent only after the commit, by e-mail and as signed webhooks to a real server.
+
+Two ways of running the tasks, each where it is honest:
+- ``eager``: ``.delay()`` runs the task inline (``task_always_eager``), so what on_commit queued is
+  visible at once; eager ``.apply()`` also runs retries inline, ignoring the countdown. This proves
+  the task's decisions (retry or not, what it sends), not the broker round trip.
+- ``worker``: a real Celery worker thread on the configured broker (files, or Redis) runs the
+  tasks; retries go back through the broker with their countdown.
+"""
+
+import json
+import logging
+import threading
+import time
+from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from celery.contrib.testing.worker import start_worker
+from django.core import mail
+from django.db import transaction
+
+from approvals import notify as notify_module
+from approvals.notify import (
+    EVENTS,
+    email_body,
+    email_subject,
+    notify,
+    send_email_task,
+    send_webhook_task,
+    sign,
+    verify_signature,
+)
+from portal.celery import app
+
+SECRET = "test-webhook-secret-3f9a1c"
+
+PAYLOAD = {
+    "id": 12,
+    "team": "team-a",
+    "status": "approved",
+    "url": "https://quota.example.com/requests/12",
+    "comment": "fine for the Q3 training run",
+    "lines": [
+        {
+            "namespace": "team-a-training",
+            "resource": "nvidia.com/gpu",
+            "current_guarantee": Decimal("6"),
+            "requested_guarantee": 10,
+            "decided_guarantee": 8,
+            "current_cap": 10,
+            "requested_cap": 12,
+            "decided_cap": 12,
+        }
+    ],
+}
+
+
+# --- a real webhook receiver ---------------------------------------------------------------
+
+
+class Receiver:
+    """An HTTP server on 127.0.0.1 that records every request and answers scripted statuses."""
+
+    def __init__(self, statuses=(), delay: float = 0.0):
+        self.statuses = list(statuses)  # answered in order, then 200
+        self.delay = delay
+        self.requests: list[dict] = []
+        self._changed = threading.Condition()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with receiver._changed:
+                    status = receiver.statuses.pop(0) if receiver.statuses else 200
+                    receiver.requests.append(
+                        {
+                            "path": self.path,
+                            "headers": dict(self.headers),
+                            "body": body,
+                            "status": status,
+                        }
+                    )
+                    receiver._changed.notify_all()
+                if receiver.delay:
+                    time.sleep(receiver.delay)
+                self.send_response(status)
+                if status in (301, 302, 307, 308):
+                    self.send_header("Location", f"http://127.0.0.1:{self.server.server_port}/x")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def wait_for(self, count: int, timeout: float = 60) -> list[dict]:
+        with self._changed:
+            self._changed.wait_for(lambda: len(self.requests) >= count, timeout=timeout)
+            return list(self.requests)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver():
+    with Receiver() as r:
+        yield r
+
+
+@pytest.fixture
+def webhooks(settings, receiver):
+    settings.WEBHOOK_URLS = [f"{receiver.url}/hooks/a", f"{receiver.url}/hooks/b"]
+    settings.WEBHOOK_SECRET = SECRET
+    settings.WEBHOOK_TIMEOUT = 5.0
+    return receiver
+
+
+@pytest.fixture
+def eager():
+    previous = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    try:
+        yield
+    finally:
+        app.conf.task_always_eager = previous
+
+
+@pytest.fixture
+def fast_retries(monkeypatch):
+    monkeypatch.setattr(notify_module, "BACKOFF_BASE", 0.05)
+
+
+def envelope(event="request.decided", payload=None) -> str:
+    return json.dumps(
+        {
+            "event": event,
+            "id": "2b1f6c7e-0000-4000-8000-000000000001",
+            "sent_at": "2025-01-01T00:00:00+00:00",
+            "data": payload if payload is not None else {"id": 1},
+        }
+    )
+
+
+# --- the API -------------------------------------------------------------------------------
+
+
+def test_unknown_event_is_refused():
+    with pytest.raises(ValueError, match=r"unknown notification event 'request\.approved'"):
+        notify(event="request.approved", payload={}, recipients=["a@example.com"])
+
+
+def test_a_decision_must_be_one_of_the_three():
+    with pytest.raises(ValueError, match=r"request\.decided needs payload status"):
+        notify(event="request.decided", payload={"status": "maybe"}, recipients=[])
+
+
+def test_payload_that_is_not_json_is_refused_in_the_caller():
+    with pytest.raises(ValueError, match="not JSON-serialisable"):
+        notify(event="request.submitted", payload={"x": object()}, recipients=[])
+
+
+def test_events_are_the_six_request_events():
+    assert {
+        "request.submitted",
+        "request.decided",
+        "request.applied",
+        "request.failed",
+        "request.expiring",
+        "request.expired",
+    } == EVENTS
+
+
+def test_signature_verifies_with_the_secret_only():
+    body = b'{"event":"request.applied"}'
+    header = sign(body, SECRET)
+    assert header.startswith("sha256=") and len(header) == len("sha256=") + 64
+    assert verify_signature(body, SECRET, header)
+    assert not verify_signature(body, "wrong-secret", header)
+    assert not verify_signature(body + b" ", SECRET, header)
+    assert not verify_signature(body, SECRET, "")
+    assert not verify_signature(body, "", header)
+    assert not verify_signature(body, SECRET, "sha256=é")
+
+
+# --- e-mail --------------------------------------------------------------------------------
+
+
+def test_email_subject_names_request_decision_and_team():
+    assert email_subject("request.decided", PAYLOAD) == "[GPU quota] request #12 approved (team-a)"
+    changes = {**PAYLOAD, "status": "changes_requested"}
+    assert email_subject("request.decided", changes) == (
+        "[GPU quota] request #12 changes requested (team-a)"
+    )
+    assert email_subject("request.expiring", {"id": 3}) == "[GPU quota] request #3 expires soon"
+    assert email_subject("request.submitted", {}) == "[GPU quota] request submitted"
+
+
+def test_email_body_lists_lines_and_link():
+    body = email_body("request.decided", PAYLOAD)
+    assert body.startswith("Request #12 approved (team-a).\n")
+    assert (
+        "- team-a-training / nvidia.com/gpu: guarantee current 6, requested 10, decided 8; "
+        "cap current 10, requested 12, decided 12"
+    ) in body
+    assert "Comment: fine for the Q3 training run" in body
+    assert "Open the request: https://quota.example.com/requests/12" in body
+
+
+def test_email_body_reads_nested_line_values_too():
+    line = {
+        "cluster": "demo",
+        "namespace": "team-a-training",
+        "resource": "nvidia.com/gpu",
+        "current": {"guarantee": "6", "cap": "10", "per_pod_max": None},
+        "requested": {"guarantee": "8", "cap": "12", "per_pod_max": "4"},
+        "decided": None,
+    }
+    body = email_body("request.submitted", {"id": 5, "lines": [line], "justification": "Q3"})
+    assert (
+        "- demo / team-a-training / nvidia.com/gpu: guarantee current 6, requested 8; "
+        "cap current 10, requested 12; per pod max requested 4\n"
+    ) in body
+    assert "Justification: Q3" in body
+
+
+def test_email_task_sends_from_the_portal_to_recipients(settings):
+    settings.DEFAULT_FROM_EMAIL = "quota@example.com"
+    send_email_task.apply(args=("request.applied", {"id": 4, "team": "team-b"}, ["x@example.com"]))
+    [message] = mail.outbox
+    assert message.subject == "[GPU quota] request #4 applied to the cluster (team-b)"
+    assert message.from_email == "quota@example.com"
+    assert message.to == ["x@example.com"]
+
+
+# --- on commit -----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_nothing_is_sent_before_the_commit_and_everything_after(
+    webhooks, eager, lead_a, admin, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        notify(
+            event="request.decided",
+            payload=PAYLOAD,
+            recipients=[lead_a.email, "", admin.email, lead_a.email],
+        )
+        assert mail.outbox == []
+        assert webhooks.requests == []
+    assert len(callbacks) == 1
+
+    [message] = mail.outbox
+    assert message.to == [lead_a.email, admin.email]  # empty and repeated addresses dropped
+    assert message.subject == "[GPU quota] request #12 approved (team-a)"
+    requests = webhooks.wait_for(2)
+    assert sorted(r["path"] for r in requests) == ["/hooks/a", "/hooks/b"]
+    first, second = requests
+    assert first["body"] == second["body"]  # one notification, one id, to every URL
+    sent = json.loads(first["body"])
+    assert sent["event"] == "request.decided"
+    assert sent["data"] == {**PAYLOAD, "lines": [{**PAYLOAD["lines"][0], "current_guarantee": "6"}]}
+    assert first["headers"]["X-Portal-Delivery"] == sent["id"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_transaction_sends_nothing(webhooks, eager, lead_a):
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom), transaction.atomic():
+        notify(event="request.decided", payload=PAYLOAD, recipients=[lead_a.email])
+        raise Boom
+    assert mail.outbox == []
+    assert webhooks.requests == []
+
+    # The same call in a committed transaction does send: the rollback, not the setup, held it.
+    with transaction.atomic():
+        notify(event="request.submitted", payload={"id": 13}, recipients=[lead_a.email])
+    assert [m.subject for m in mail.outbox] == ["[GPU quota] request #13 submitted"]
+    assert {json.loads(r["body"])["event"] for r in webhooks.wait_for(2)} == {"request.submitted"}
+
+
+@pytest.mark.django_db
+def test_no_recipients_and_no_urls_queue_nothing(
+    settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    settings.WEBHOOK_URLS = []
+    queued = []
+    monkeypatch.setattr(send_email_task, "delay", lambda *a: queued.append(("email", a)))
+    monkeypatch.setattr(send_webhook_task, "delay", lambda *a: queued.append(("webhook", a)))
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        notify(event="request.expired", payload={"id": 1}, recipients=["", " "])
+    assert len(callbacks) == 1
+    assert queued == []
+
+
+@pytest.mark.django_db
+def test_urls_without_a_secret_send_no_webhook_and_log_one_error(
+    settings, receiver, eager, monkeypatch, caplog, django_capture_on_commit_callbacks
+):
+    caplog.set_level(logging.INFO)
+    monkeypatch.setattr(notify_module, "_missing_secret_logged", False)
+    settings.WEBHOOK_URLS = [receiver.url]
+    settings.WEBHOOK_SECRET = ""
+    with django_capture_on_commit_callbacks(execute=True):
+        notify(event="request.failed", payload={"id": 1}, recipients=["lead@example.com"])
+        notify(event="request.failed", payload={"id": 2}, recipients=["lead@example.com"])
+    assert len(mail.outbox) == 2  # e-mail still goes out
+    assert receiver.requests == []
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert [r.getMessage() for r in errors] == [
+        "WEBHOOK_URLS is set but WEBHOOK_SECRET is empty: webhooks are not sent"
+    ]
+    # A task queued before the secret was removed refuses too.
+    assert send_webhook_task.apply(args=(receiver.url, envelope())).get() == "refused"
+    assert receiver.requests == []
+
+
+@pytest.mark.django_db
+def test_a_broken_broker_does_not_break_the_committed_decision(
+    webhooks, monkeypatch, caplog, django_capture_on_commit_callbacks
+):
+    def broker_down(*args, **kwargs):
+        raise ConnectionError("broker down")
+
+    caplog.set_level(logging.INFO)
+    monkeypatch.setattr(send_email_task, "delay", broker_down)
+    monkeypatch.setattr(send_webhook_task, "delay", broker_down)
+    with django_capture_on_commit_callbacks(execute=True):
+        notify(event="request.applied", payload={"id": 1}, recipients=["lead@example.com"])
+    assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 3
+
+
+# --- webhook delivery (eager: the task's decisions) ----------------------------------------
+
+
+def test_webhook_posts_the_exact_signed_body(settings, receiver):
+    settings.WEBHOOK_SECRET = SECRET
+    body = envelope("request.applied", {"id": 7, "team": "team-a"})
+    assert send_webhook_task.apply(args=(f"{receiver.url}/in", body)).get() == "delivered"
+    [request] = receiver.requests
+    assert request["body"] == body.encode()
+    assert request["headers"]["Content-Type"] == "application/json"
+    assert request["headers"]["X-Portal-Event"] == "request.applied"
+    assert request["headers"]["X-Portal-Delivery"] == "2b1f6c7e-0000-4000-8000-000000000001"
+    signature = request["headers"]["X-Portal-Signature"]
+    assert verify_signature(request["body"], SECRET, signature)
+    assert not verify_signature(request["body"], "not-the-secret", signature)
+
+
+@pytest.mark.parametrize("failures", [[500, 500], [503, 429], [502]])
+def test_webhook_retries_server_errors_and_429(settings, failures):
+    settings.WEBHOOK_SECRET = SECRET
+    with Receiver(statuses=failures) as server:
+        assert send_webhook_task.apply(args=(server.url, envelope())).get() == "delivered"
+    assert [r["status"] for r in server.requests] == [*failures, 200]
+    assert len({r["body"] for r in server.requests}) == 1
+    assert len({r["headers"]["X-Portal-Delivery"] for r in server.requests}) == 1
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 410, 422, 302, 307])
+def test_webhook_gives_up_at_once_on_4xx_and_redirects(settings, caplog, status):
+    # Explicit level: a real worker started earlier in the session lowers the root logger's.
+    caplog.set_level(logging.INFO)
+    settings.WEBHOOK_SECRET = SECRET
+    with Receiver(statuses=[status, status]) as server:
+        assert send_webhook_task.apply(args=(f"{server.url}/in", envelope())).get() == "rejected"
+    assert [(r["path"], r["status"]) for r in server.requests] == [("/in", status)]
+    assert f"rejected with HTTP {status}: not retried" in caplog.text
+
+
+def test_webhook_gives_up_after_the_last_retry(settings, monkeypatch, caplog):
+    caplog.set_level(logging.INFO)
+    settings.WEBHOOK_SECRET = SECRET
+    monkeypatch.setattr(send_webhook_task, "max_retries", 2)
+    with Receiver(statuses=[503] * 10) as server:
+        assert send_webhook_task.apply(args=(server.url, envelope())).get() == "gave_up"
+    assert len(server.requests) == 3
+    assert "gave up after 3 tries: HTTP 503" in caplog.text
+
+
+def test_webhook_retries_connection_errors_and_timeouts(settings, monkeypatch):
+    settings.WEBHOOK_SECRET = SECRET
+    settings.WEBHOOK_TIMEOUT = 0.2
+    monkeypatch.setattr(send_webhook_task, "max_retries", 1)
+    with Receiver(delay=2) as slow:
+        assert send_webhook_task.apply(args=(slow.url, envelope())).get() == "gave_up"
+        assert len(slow.requests) == 2
+    closed = Receiver()  # bound, then closed: nothing listens on its port
+    closed.server.server_close()
+    assert send_webhook_task.apply(args=(closed.url, envelope())).get() == "gave_up"
+
+
+def test_webhook_refuses_urls_that_are_not_http(settings, tmp_path):
+    settings.WEBHOOK_SECRET = SECRET
+    assert send_webhook_task.apply(args=(f"file://{tmp_path}/x", envelope())).get() == "refused"
+
+
+def test_neither_secret_nor_signature_is_logged(settings, caplog):
+    caplog.set_level(logging.DEBUG)
+    settings.WEBHOOK_SECRET = SECRET
+    body = envelope()
+    with Receiver(statuses=[500, 429, 200]) as ok, Receiver(statuses=[403]) as refused:
+        send_webhook_task.apply(args=(f"{ok.url}/t?token=abc", body))
+        send_webhook_task.apply(args=(refused.url, body))
+    assert "retry in" in caplog.text and "rejected" in caplog.text  # the logs were captured
+    signature = sign(body.encode(), SECRET)
+    for record in caplog.records:
+        text = record.getMessage()
+        assert SECRET not in text
+        assert signature.removeprefix("sha256=") not in text
+        assert "token=abc" not in text
+
+
+# --- a real worker, through the broker -----------------------------------------------------
+
+
+@pytest.fixture
+def worker():
+    app.loader.import_module("celery.contrib.testing.tasks")
+    with start_worker(app, pool="solo", perform_ping_check=True, shutdown_timeout=30) as w:
+        yield w
+
+
+@pytest.mark.django_db(transaction=True)
+def test_real_worker_retries_two_500s_then_delivers_once(settings, fast_retries, worker):
+    settings.WEBHOOK_SECRET = SECRET
+    with Receiver(statuses=[500, 500]) as server:
+        result = send_webhook_task.delay(f"{server.url}/in", envelope())
+        assert result.get(timeout=60) == "delivered"
+    assert [r["status"] for r in server.requests] == [500, 500, 200]
+    assert all(
+        verify_signature(r["body"], SECRET, r["headers"]["X-Portal-Signature"])
+        for r in server.requests
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_real_worker_sends_what_was_committed_and_nothing_rolled_back(
+    webhooks, fast_retries, worker, lead_a
+):
+    with pytest.raises(RuntimeError), transaction.atomic():
+        notify(event="request.decided", payload=PAYLOAD, recipients=[lead_a.email])
+        raise RuntimeError("decision failed")
+    with transaction.atomic():
+        notify(event="request.expired", payload={"id": 12}, recipients=[lead_a.email])
+    # The solo worker takes messages in order: had the rolled-back one been queued, it would
+    # have been delivered before these.
+    requests = webhooks.wait_for(2)
+    assert [json.loads(r["body"])["event"] for r in requests] == ["request.expired"] * 2
+    assert [m.subject for m in mail.outbox] == ["[GPU quota] request #12 expired"]
