@@ -28,6 +28,12 @@ DEFAULT_SCHEDULES: list[DefaultSchedule] = [
         every_seconds=60,
         description="Re-drive pending and failed syncs; check clusters for drift.",
     ),
+    DefaultSchedule(
+        name="request lifecycle",
+        task="approvals.lifecycle_tick",
+        every_seconds=60,
+        description="Start and end temporary grants, follow syncs of approved requests.",
+    ),
 ]
 
 

@@ -41,6 +41,7 @@ from quotas.models import (
     SyncRequest,
     SyncRun,
 )
+from quotas.signals import sync_finished
 
 log = logging.getLogger(__name__)
 
@@ -463,6 +464,9 @@ def _record(run, cluster_id, plan, outcomes, error, request_ids, started) -> Non
         run.counts = counts
         run.error = error[:10000]
         run.save()
+        transaction.on_commit(
+            lambda: sync_finished.send(sender=SyncRun, run_id=run.id, request_ids=request_ids)
+        )
         requests = SyncRequest.objects.filter(id__in=request_ids)
         if ok:
             requests.update(status=SyncRequest.Status.DONE, completed_at=now, sync_run=run)

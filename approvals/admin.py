@@ -1,0 +1,121 @@
+"""Django admin for requests: read the three value sets side by side; decide via actions."""
+
+from django.contrib import admin, messages
+
+from approvals.models import Approval, ApprovalPolicy, QuotaRequest, RequestLine
+from approvals.services import request_approve, request_changes, request_reject
+from portal.errors import ApplicationError
+
+
+class RequestLineInline(admin.TabularInline):
+    model = RequestLine
+    extra = 0
+    can_delete = False
+    fields = [
+        "team_namespace",
+        "resource",
+        "current_guarantee",
+        "current_cap",
+        "requested_guarantee",
+        "requested_cap",
+        "decided_guarantee",
+        "decided_cap",
+        "applied_version",
+    ]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+class ApprovalInline(admin.TabularInline):
+    model = Approval
+    extra = 0
+    can_delete = False
+    fields = ["admin", "created_at", "comment"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(QuotaRequest)
+class QuotaRequestAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "team",
+        "status",
+        "kind",
+        "requested_by",
+        "created_at",
+        "approvals_needed",
+        "auto_approved",
+        "ends_at",
+    ]
+    list_filter = ["status", "kind", "auto_approved", "team"]
+    search_fields = ["justification", "team__slug", "requested_by__username"]
+    inlines = [RequestLineInline, ApprovalInline]
+    actions = ["approve", "reject", "ask_for_changes"]
+    date_hierarchy = "created_at"
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in QuotaRequest._meta.fields] + ["sync_requests"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def _each(self, request, queryset, action, done: str) -> None:
+        ok = 0
+        for quota_request in queryset:
+            try:
+                action(quota_request)
+                ok += 1
+            except ApplicationError as exc:
+                messages.error(request, f"request #{quota_request.pk}: {exc.message}")
+        if ok:
+            messages.success(request, f"{ok} request(s) {done}.")
+
+    @admin.action(description="Approve (as requested)", permissions=["change"])
+    def approve(self, request, queryset):
+        self._each(
+            request,
+            queryset,
+            lambda r: request_approve(request=r, acting_user=request.user, comment="Django admin"),
+            "approved",
+        )
+
+    @admin.action(description="Reject", permissions=["change"])
+    def reject(self, request, queryset):
+        self._each(
+            request,
+            queryset,
+            lambda r: request_reject(
+                request=r, acting_user=request.user, comment="rejected in Django admin"
+            ),
+            "rejected",
+        )
+
+    @admin.action(description="Ask for changes", permissions=["change"])
+    def ask_for_changes(self, request, queryset):
+        self._each(
+            request,
+            queryset,
+            lambda r: request_changes(
+                request=r, acting_user=request.user, comment="changes asked in Django admin"
+            ),
+            "sent back for changes",
+        )
+
+
+@admin.register(ApprovalPolicy)
+class ApprovalPolicyAdmin(admin.ModelAdmin):
+    list_display = [
+        "cluster",
+        "auto_approve_decreases",
+        "auto_approve_increase_max",
+        "two_admins_above",
+    ]
+    autocomplete_fields = ["cluster"]

@@ -1,0 +1,208 @@
+"""Quota requests: the lines they change, the approvals they got, the policy that applies."""
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+from quotas.models.fields import ZERO, amount_field
+
+
+class QuotaRequest(models.Model):
+    class Status(models.TextChoices):
+        DRAFT = "draft", "draft"
+        SUBMITTED = "submitted", "submitted"
+        CHANGES_REQUESTED = "changes_requested", "changes requested"
+        APPROVED = "approved", "approved"
+        REJECTED = "rejected", "rejected"
+        WITHDRAWN = "withdrawn", "withdrawn"
+        APPLYING = "applying", "applying"
+        APPLIED = "applied", "applied"
+        FAILED = "failed", "failed (retrying)"
+        ACTIVE = "active", "active (temporary)"
+        EXPIRED = "expired", "expired (reverted)"
+
+    class Kind(models.TextChoices):
+        PERMANENT = "permanent", "permanent"
+        TEMPORARY = "temporary", "temporary"
+
+    team = models.ForeignKey("quotas.Team", on_delete=models.PROTECT, related_name="requests")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_requests"
+    )
+    justification = models.TextField()
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.PERMANENT)
+    starts_at = models.DateTimeField(null=True, blank=True)
+    ends_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decision_comment = models.TextField(blank=True)
+    auto_approved = models.BooleanField(default=False)
+    approvals_needed = models.PositiveSmallIntegerField(default=1)
+    # What validation said at submit and at approval (warnings are kept, errors blocked).
+    findings = models.JSONField(default=list, blank=True)
+    # The team's allocations (and usage, where known) when the request was submitted.
+    usage_snapshot = models.JSONField(default=dict, blank=True)
+    sync_requests = models.ManyToManyField("quotas.SyncRequest", blank=True, related_name="+")
+    expiry_notified_at = models.DateTimeField(null=True, blank=True)
+    reverted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "kind"], name="request_status_kind")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind="permanent") | (Q(ends_at__isnull=False)),
+                name="request_temporary_has_end",
+                violation_error_message="a temporary request needs an end",
+            ),
+            models.CheckConstraint(
+                condition=Q(starts_at__isnull=True)
+                | Q(ends_at__isnull=True)
+                | Q(ends_at__gt=F("starts_at")),
+                name="request_end_after_start",
+                violation_error_message="the end must come after the start",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"request #{self.pk} ({self.team_id}, {self.status})"
+
+    @property
+    def is_temporary(self) -> bool:
+        return self.kind == self.Kind.TEMPORARY
+
+
+class RequestLine(models.Model):
+    """One allocation the request changes: what it was, what was asked, what was decided."""
+
+    request = models.ForeignKey(QuotaRequest, on_delete=models.CASCADE, related_name="lines")
+    team_namespace = models.ForeignKey(
+        "quotas.TeamNamespace", on_delete=models.PROTECT, related_name="+"
+    )
+    resource = models.ForeignKey("quotas.Resource", on_delete=models.PROTECT, related_name="+")
+
+    current_guarantee = amount_field("current guarantee", default=ZERO)
+    current_cap = amount_field("current cap", default=ZERO)
+    current_per_pod_max = amount_field("current per-pod max", null=True, blank=True)
+    current_priority_classes = models.JSONField(default=list, blank=True)
+    current_version = models.PositiveIntegerField(null=True, blank=True)
+
+    requested_guarantee = amount_field("requested guarantee")
+    requested_cap = amount_field("requested cap")
+    requested_per_pod_max = amount_field("requested per-pod max", null=True, blank=True)
+    requested_priority_classes = models.JSONField(default=list, blank=True)
+
+    decided_guarantee = amount_field("decided guarantee", null=True, blank=True)
+    decided_cap = amount_field("decided cap", null=True, blank=True)
+    decided_per_pod_max = amount_field("decided per-pod max", null=True, blank=True)
+    decided_priority_classes = models.JSONField(null=True, blank=True)
+    # Allocation version written when the request was applied (for a clean revert).
+    applied_version = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["request", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["request", "team_namespace", "resource"], name="line_unique_allocation"
+            ),
+            models.CheckConstraint(
+                condition=Q(requested_guarantee__gte=ZERO)
+                & Q(requested_cap__gte=ZERO)
+                & Q(requested_guarantee__lte=F("requested_cap")),
+                name="line_requested_valid",
+                violation_error_message="requested guarantee must be between 0 and the cap",
+            ),
+            models.CheckConstraint(
+                condition=Q(decided_cap__isnull=True)
+                | (
+                    Q(decided_guarantee__gte=ZERO)
+                    & Q(decided_cap__gte=ZERO)
+                    & Q(decided_guarantee__lte=F("decided_cap"))
+                ),
+                name="line_decided_valid",
+                violation_error_message="decided guarantee must be between 0 and the cap",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team_namespace} {self.resource}"
+
+    @property
+    def final_guarantee(self) -> Decimal:
+        return (
+            self.requested_guarantee if self.decided_guarantee is None else self.decided_guarantee
+        )
+
+    @property
+    def final_cap(self) -> Decimal:
+        return self.requested_cap if self.decided_cap is None else self.decided_cap
+
+    @property
+    def final_per_pod_max(self) -> Decimal | None:
+        return self.requested_per_pod_max if self.decided_cap is None else self.decided_per_pod_max
+
+    @property
+    def final_priority_classes(self) -> list[str]:
+        if self.decided_priority_classes is None:
+            return list(self.requested_priority_classes)
+        return list(self.decided_priority_classes)
+
+
+class Approval(models.Model):
+    """One admin's yes; large changes need two distinct ones."""
+
+    request = models.ForeignKey(QuotaRequest, on_delete=models.CASCADE, related_name="approvals")
+    admin = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    comment = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["request", "created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["request", "admin"], name="approval_once_per_admin"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.admin} approved {self.request}"
+
+
+class ApprovalPolicy(models.Model):
+    """How requests touching a cluster are decided. Clusters without a row use the defaults."""
+
+    cluster = models.OneToOneField(
+        "quotas.Cluster", on_delete=models.CASCADE, related_name="approval_policy"
+    )
+    auto_approve_decreases = models.BooleanField(
+        default=True, help_text="Requests that only lower guarantees and caps apply at once."
+    )
+    auto_approve_increase_max = amount_field(
+        "auto-approve increases up to",
+        default=Decimal(1),
+        help_text="Increases of guarantee and cap up to this much per line are approved "
+        "automatically while capacity allows; 0 turns it off.",
+    )
+    two_admins_above = amount_field(
+        "two admins above",
+        default=Decimal(4),
+        help_text="An increase of guarantee or cap above this much needs two distinct admins.",
+    )
+
+    class Meta:
+        verbose_name_plural = "approval policies"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(auto_approve_increase_max__gte=ZERO) & Q(two_admins_above__gte=ZERO),
+                name="policy_thresholds_not_negative",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"policy of {self.cluster}"

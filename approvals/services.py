@@ -1,0 +1,734 @@
+"""Actions on quota requests: create, revise, submit, approve, reject, ask for changes,
+withdraw; applying approved changes; following their syncs; ending temporary grants.
+
+Each action checks who may do it, then makes one complete change in one transaction: the
+request, its lines, allocation versions, the pending syncs (outbox) and the audit events.
+Syncs and notifications start only after the commit.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from approvals import notify
+from approvals.models import Approval, ApprovalPolicy, QuotaRequest, RequestLine
+from approvals.policy import LineDelta, PolicyFacts, decide_policy
+from approvals.transitions import S, check_transition, lock_request, transition
+from approvals.validation import findings_json, validate_lines
+from portal.errors import PermissionDenied, ValidationFailed
+from quotas.audit import audit_record
+from quotas.models import (
+    Allocation,
+    Cluster,
+    ClusterCapacity,
+    Resource,
+    SyncRequest,
+    Team,
+    TeamMembership,
+    TeamNamespace,
+)
+from quotas.roles import is_platform_admin
+from quotas.selectors import teams_led_by
+from quotas.services import allocation_set, allocation_values_check, cluster_sync_request
+
+EXPIRY_WARNING = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class LineInput:
+    team_namespace_id: int
+    resource_id: int
+    guarantee: object
+    cap: object
+    per_pod_max: object | None = None
+    priority_classes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """An admin's modified amount for one line (approving less, or more, than asked)."""
+
+    line_id: int
+    guarantee: object
+    cap: object
+    per_pod_max: object | None = None
+    priority_classes: tuple[str, ...] | None = None
+
+
+# --- who may do what ----------------------------------------------------------------------
+
+
+def _may_request_for(user: User, team: Team) -> bool:
+    return is_platform_admin(user) or teams_led_by(user).filter(pk=team.pk).exists()
+
+
+def _require_requester(user: User, request: QuotaRequest) -> None:
+    if request.requested_by_id != user.pk and not _may_request_for(user, request.team):
+        raise PermissionDenied(
+            f"only the requester or a lead of {request.team.slug} may do this", field="request"
+        )
+
+
+def _require_admin(user: User) -> None:
+    if not is_platform_admin(user):
+        raise PermissionDenied("only platform admins decide quota requests")
+
+
+# --- building requests --------------------------------------------------------------------
+
+
+def _check_dates(kind: str, starts_at: datetime | None, ends_at: datetime | None) -> None:
+    if kind not in QuotaRequest.Kind.values:
+        raise ValidationFailed(f"kind must be permanent or temporary, got {kind!r}", field="kind")
+    if kind == QuotaRequest.Kind.TEMPORARY:
+        if ends_at is None:
+            raise ValidationFailed("a temporary request needs an end (ends_at)", field="ends_at")
+        if ends_at <= timezone.now():
+            raise ValidationFailed("ends_at must be in the future", field="ends_at")
+        if starts_at is not None and ends_at <= starts_at:
+            raise ValidationFailed("ends_at must come after starts_at", field="ends_at")
+    elif ends_at is not None:
+        raise ValidationFailed(
+            "a permanent request has no end; use kind temporary", field="ends_at"
+        )
+
+
+def _build_lines(request: QuotaRequest, lines: Iterable[LineInput]) -> None:
+    lines = list(lines)
+    if not lines:
+        raise ValidationFailed("a request needs at least one line", field="lines")
+    seen = set()
+    for index, item in enumerate(lines):
+        where = f"lines[{index}]"
+        ns = (
+            TeamNamespace.objects.select_related("cluster")
+            .filter(pk=item.team_namespace_id)
+            .first()
+        )
+        if ns is None or ns.team_id != request.team_id:
+            raise ValidationFailed(
+                f"{where}.team_namespace: namespace {item.team_namespace_id} does not belong to "
+                f"team {request.team.slug}",
+                field=f"{where}.team_namespace",
+            )
+        resource = Resource.objects.filter(pk=item.resource_id).first()
+        if resource is None:
+            raise ValidationFailed(
+                f"{where}.resource: unknown resource {item.resource_id}", field=f"{where}.resource"
+            )
+        if (ns.pk, resource.pk) in seen:
+            raise ValidationFailed(
+                f"{where}: {ns.name} {resource.name} appears twice", field=f"{where}.resource"
+            )
+        seen.add((ns.pk, resource.pk))
+        try:
+            guarantee, cap, per_pod = allocation_values_check(
+                guarantee=item.guarantee, cap=item.cap, per_pod_max=item.per_pod_max
+            )
+        except ValidationFailed as exc:
+            raise ValidationFailed(
+                f"{where}.{exc.field}: {exc.message}", field=f"{where}.{exc.field}"
+            ) from None
+        current = Allocation.objects.filter(team_namespace=ns, resource=resource).first()
+        RequestLine.objects.create(
+            request=request,
+            team_namespace=ns,
+            resource=resource,
+            current_guarantee=current.guarantee if current else Decimal(0),
+            current_cap=current.cap if current else Decimal(0),
+            current_per_pod_max=current.per_pod_max if current else None,
+            current_priority_classes=list(current.priority_classes) if current else [],
+            current_version=current.version if current else None,
+            requested_guarantee=guarantee,
+            requested_cap=cap,
+            requested_per_pod_max=per_pod,
+            requested_priority_classes=sorted(set(item.priority_classes)),
+        )
+
+
+def request_create(
+    *,
+    team: Team,
+    acting_user: User,
+    justification: str,
+    lines: Iterable[LineInput],
+    kind: str = QuotaRequest.Kind.PERMANENT,
+    starts_at: datetime | None = None,
+    ends_at: datetime | None = None,
+) -> QuotaRequest:
+    """A draft request of a team (team leads for their own teams; platform admins for any)."""
+    if not _may_request_for(acting_user, team):
+        raise PermissionDenied(
+            f"only leads of {team.slug} (or platform admins) may request quota for it",
+            field="team",
+        )
+    if not justification.strip():
+        raise ValidationFailed("justification must not be empty", field="justification")
+    _check_dates(kind, starts_at, ends_at)
+    with transaction.atomic():
+        request = QuotaRequest.objects.create(
+            team=team,
+            requested_by=acting_user,
+            justification=justification.strip(),
+            kind=kind,
+            starts_at=starts_at,
+            ends_at=ends_at,
+        )
+        _build_lines(request, lines)
+        audit_record(
+            acting_user=acting_user,
+            action="request.draft",
+            target=request,
+            after={"status": S.DRAFT, "lines": _lines_json(request)},
+        )
+    return request
+
+
+def request_revise(
+    *,
+    request: QuotaRequest,
+    acting_user: User,
+    lines: Iterable[LineInput],
+    justification: str | None = None,
+) -> QuotaRequest:
+    """Replace the lines of a draft, or of a request sent back for changes."""
+    _require_requester(acting_user, request)
+    with transaction.atomic():
+        request = lock_request(request.pk)
+        if request.status not in (S.DRAFT, S.CHANGES_REQUESTED):
+            check_transition(request, S.SUBMITTED)  # raises the clear not-allowed error
+        before = _lines_json(request)
+        request.lines.all().delete()
+        _build_lines(request, lines)
+        if justification is not None:
+            if not justification.strip():
+                raise ValidationFailed("justification must not be empty", field="justification")
+            request.justification = justification.strip()
+            request.save(update_fields=["justification", "updated_at"])
+        audit_record(
+            acting_user=acting_user,
+            action="request.revised",
+            target=request,
+            before={"lines": before},
+            after={"lines": _lines_json(request)},
+        )
+    return request
+
+
+# --- submitting and deciding ------------------------------------------------------------------
+
+
+def _lines(request: QuotaRequest) -> list[RequestLine]:
+    return list(request.lines.select_related("team_namespace__cluster", "resource").order_by("id"))
+
+
+def _lines_json(request: QuotaRequest) -> list[dict]:
+    def amount(value):
+        return None if value is None else f"{Decimal(value).normalize():f}"
+
+    return [
+        {
+            "namespace": line.team_namespace.name,
+            "cluster": line.team_namespace.cluster.name,
+            "resource": line.resource.name,
+            "current": {
+                "guarantee": amount(line.current_guarantee),
+                "cap": amount(line.current_cap),
+                "per_pod_max": amount(line.current_per_pod_max),
+            },
+            "requested": {
+                "guarantee": amount(line.requested_guarantee),
+                "cap": amount(line.requested_cap),
+                "per_pod_max": amount(line.requested_per_pod_max),
+            },
+            "decided": None
+            if line.decided_cap is None
+            else {
+                "guarantee": amount(line.decided_guarantee),
+                "cap": amount(line.decided_cap),
+                "per_pod_max": amount(line.decided_per_pod_max),
+            },
+        }
+        for line in _lines(request)
+    ]
+
+
+def _refresh_current(request: QuotaRequest) -> None:
+    """The allocation as it is when the request is submitted (kept side by side)."""
+    for line in _lines(request):
+        current = Allocation.objects.filter(
+            team_namespace=line.team_namespace, resource=line.resource
+        ).first()
+        line.current_guarantee = current.guarantee if current else Decimal(0)
+        line.current_cap = current.cap if current else Decimal(0)
+        line.current_per_pod_max = current.per_pod_max if current else None
+        line.current_priority_classes = list(current.priority_classes) if current else []
+        line.current_version = current.version if current else None
+        line.save()
+
+
+def _usage_snapshot(request: QuotaRequest) -> dict:
+    """The team's allocations at submission; usage figures join once usage is collected."""
+    allocations = Allocation.objects.filter(team_namespace__team=request.team).select_related(
+        "team_namespace__cluster", "resource"
+    )
+    return {
+        "taken_at": timezone.now().isoformat(),
+        "allocations": [
+            {
+                "cluster": a.team_namespace.cluster.name,
+                "namespace": a.team_namespace.name,
+                "resource": a.resource.name,
+                "guarantee": f"{a.guarantee.normalize():f}",
+                "cap": f"{a.cap.normalize():f}",
+            }
+            for a in allocations
+        ],
+    }
+
+
+def _raise_on_errors(findings) -> None:
+    errors = [f for f in findings if f.is_error]
+    if errors:
+        raise ValidationFailed(
+            errors[0].message,
+            field=errors[0].field,
+            extra={
+                "errors": findings_json(errors),
+                "warnings": findings_json([f for f in findings if not f.is_error]),
+            },
+        )
+
+
+def _policy_decision(request: QuotaRequest, lines: list[RequestLine], *, has_errors: bool):
+    clusters = {line.team_namespace.cluster_id for line in lines}
+    policies = {
+        p.cluster.name: PolicyFacts(
+            auto_approve_decreases=p.auto_approve_decreases,
+            auto_approve_increase_max=p.auto_approve_increase_max,
+            two_admins_above=p.two_admins_above,
+        )
+        for p in ApprovalPolicy.objects.filter(cluster_id__in=clusters).select_related("cluster")
+    }
+    deltas = [
+        LineDelta(
+            cluster=line.team_namespace.cluster.name,
+            guarantee_before=line.current_guarantee,
+            guarantee_after=line.final_guarantee,
+            cap_before=line.current_cap,
+            cap_after=line.final_cap,
+        )
+        for line in lines
+    ]
+    return decide_policy(deltas, policies, plan_has_errors=has_errors)
+
+
+def request_submit(*, request: QuotaRequest, acting_user: User) -> QuotaRequest:
+    """Validate against the whole plan and submit; what policy allows is approved at once."""
+    _require_requester(acting_user, request)
+    with transaction.atomic():
+        _lock_capacity(request)
+        request = lock_request(request.pk)
+        check_transition(request, S.SUBMITTED)
+        _lock_allocations(request)  # auto-approval may apply at once
+        _refresh_current(request)
+        lines = _lines(request)
+        findings = validate_lines(lines, final=False, exclude_request_id=request.pk)
+        _raise_on_errors(findings)
+        decision = _policy_decision(request, lines, has_errors=False)
+        request.findings = findings_json(findings)
+        request.usage_snapshot = _usage_snapshot(request)
+        request.approvals_needed = max(decision.approvals_needed, 1)
+        request.save(update_fields=["findings", "usage_snapshot", "approvals_needed"])
+        transition(
+            request,
+            S.SUBMITTED,
+            acting_user=acting_user,
+            extra={"warnings": [f["message"] for f in request.findings], "policy": decision.reason},
+        )
+        if decision.auto_approve:
+            request.auto_approved = True
+            request.save(update_fields=["auto_approved"])
+            _approve_final(request, lines, acting_user=None, comment=decision.reason)
+        else:
+            _notify(request, "request.submitted")
+    return request
+
+
+def _lock_capacity(request: QuotaRequest) -> None:
+    """First lock of every decision: the capacity rows the request draws on, in id order.
+
+    Every path that changes allocations of a request locks these before the request row,
+    so two admins approving competing requests serialize instead of both seeing free GPUs.
+    """
+    pairs = list(request.lines.values_list("team_namespace__cluster_id", "resource_id").distinct())
+    if not pairs:
+        return
+    query = ClusterCapacity.objects.none()
+    for cluster_id, resource_id in pairs:
+        query |= ClusterCapacity.objects.filter(cluster_id=cluster_id, resource_id=resource_id)
+    list(query.select_for_update().order_by("id").values_list("id", flat=True))
+
+
+def _lock_allocations(request: QuotaRequest) -> None:
+    """After the capacity rows and the request: the allocations and clusters the request
+    changes, in id order, so the audit chain head (taken by every audit write) is always the
+    last lock of the transaction and no two paths wait on each other in a circle."""
+    lines = list(request.lines.values_list("team_namespace_id", "resource_id"))
+    if not lines:
+        return
+    query = Allocation.objects.none()
+    for ns_id, resource_id in lines:
+        query |= Allocation.objects.filter(team_namespace_id=ns_id, resource_id=resource_id)
+    list(query.select_for_update().order_by("id").values_list("id", flat=True))
+    cluster_ids = request.lines.values_list("team_namespace__cluster_id", flat=True)
+    list(
+        Cluster.objects.select_for_update()
+        .filter(id__in=list(cluster_ids))
+        .order_by("id")
+        .values_list("id", flat=True)
+    )
+
+
+def _apply_decisions(request: QuotaRequest, decisions: Iterable[Decision]) -> None:
+    by_id = {line.pk: line for line in _lines(request)}
+    for index, decision in enumerate(decisions):
+        line = by_id.get(decision.line_id)
+        if line is None:
+            raise ValidationFailed(
+                f"decisions[{index}].line_id: line {decision.line_id} is not part of request "
+                f"#{request.pk}",
+                field=f"decisions[{index}].line_id",
+            )
+        try:
+            g, c, p = allocation_values_check(
+                guarantee=decision.guarantee, cap=decision.cap, per_pod_max=decision.per_pod_max
+            )
+        except ValidationFailed as exc:
+            raise ValidationFailed(
+                f"decisions[{index}].{exc.field}: {exc.message}",
+                field=f"decisions[{index}].{exc.field}",
+            ) from None
+        line.decided_guarantee, line.decided_cap, line.decided_per_pod_max = g, c, p
+        line.decided_priority_classes = (
+            sorted(set(decision.priority_classes))
+            if decision.priority_classes is not None
+            else list(line.requested_priority_classes)
+        )
+        line.save()
+
+
+def request_approve(
+    *,
+    request: QuotaRequest,
+    acting_user: User,
+    comment: str = "",
+    decisions: Iterable[Decision] = (),
+) -> QuotaRequest:
+    """One admin's approval; the last one needed applies the change.
+
+    Locks the capacity rows, then the request, and validates the decided values again inside
+    the lock, so concurrent approvals never promise the same free GPUs twice.
+    """
+    _require_admin(acting_user)
+    if request.requested_by_id == acting_user.pk:
+        raise PermissionDenied("nobody approves their own request", field="request")
+    with transaction.atomic():
+        _lock_capacity(request)
+        request = lock_request(request.pk)
+        check_transition(request, S.APPROVED)
+        _lock_allocations(request)
+        if request.approvals.filter(admin=acting_user).exists():
+            raise PermissionDenied(
+                f"{acting_user.username} approved request #{request.pk} already; "
+                "a second admin must approve",
+                field="request",
+            )
+        decisions = list(decisions)
+        if decisions:
+            _apply_decisions(request, decisions)
+        Approval.objects.create(request=request, admin=acting_user, comment=comment)
+        lines = _lines(request)
+        findings = validate_lines(lines, final=True, exclude_request_id=request.pk)
+        _raise_on_errors(findings)
+        request.findings = findings_json(findings)
+        request.save(update_fields=["findings"])
+        given = request.approvals.count()
+        if given < request.approvals_needed:
+            audit_record(
+                acting_user=acting_user,
+                action="request.approval",
+                target=request,
+                after={"approvals": given, "needed": request.approvals_needed},
+                comment=comment,
+            )
+            return request
+        _approve_final(request, lines, acting_user=acting_user, comment=comment)
+    return request
+
+
+def _approve_final(
+    request: QuotaRequest, lines: list[RequestLine], *, acting_user: User | None, comment: str
+) -> None:
+    transition(
+        request,
+        S.APPROVED,
+        acting_user=acting_user,
+        comment=comment,
+        extra={"auto_approved": request.auto_approved, "lines": _lines_json(request)},
+    )
+    _notify(request, "request.decided")
+    if request.is_temporary and request.starts_at and request.starts_at > timezone.now():
+        return  # applied when it starts (requests_start_due)
+    _apply(request, lines, acting_user=acting_user)
+
+
+def _apply(request: QuotaRequest, lines: list[RequestLine], *, acting_user: User | None) -> None:
+    """New allocation versions and the pending syncs, in the caller's transaction."""
+    clusters = {}
+    for line in lines:
+        allocation = allocation_set(
+            team_namespace=line.team_namespace,
+            resource=line.resource,
+            guarantee=line.final_guarantee,
+            cap=line.final_cap,
+            per_pod_max=line.final_per_pod_max,
+            priority_classes=line.final_priority_classes,
+            acting_user=acting_user,
+            reason=f"request #{request.pk}: {request.justification[:200]}",
+            source=f"request:{request.pk}",
+        )
+        line.applied_version = allocation.version
+        line.save(update_fields=["applied_version"])
+        clusters[line.team_namespace.cluster_id] = line.team_namespace.cluster
+    for cluster in clusters.values():
+        sync = cluster_sync_request(
+            cluster=cluster, acting_user=acting_user, reason=f"request #{request.pk}"
+        )
+        request.sync_requests.add(sync)
+    transition(request, S.APPLYING, acting_user=acting_user)
+
+
+def request_reject(*, request: QuotaRequest, acting_user: User, comment: str) -> QuotaRequest:
+    _require_admin(acting_user)
+    if not comment.strip():
+        raise ValidationFailed("say why the request is rejected (comment)", field="comment")
+    with transaction.atomic():
+        request = lock_request(request.pk)
+        transition(request, S.REJECTED, acting_user=acting_user, comment=comment)
+        _notify(request, "request.decided")
+    return request
+
+
+def request_changes(*, request: QuotaRequest, acting_user: User, comment: str) -> QuotaRequest:
+    _require_admin(acting_user)
+    if not comment.strip():
+        raise ValidationFailed("say which changes are needed (comment)", field="comment")
+    with transaction.atomic():
+        request = lock_request(request.pk)
+        transition(request, S.CHANGES_REQUESTED, acting_user=acting_user, comment=comment)
+        request.approvals.all().delete()
+        _notify(request, "request.decided")
+    return request
+
+
+def request_withdraw(
+    *, request: QuotaRequest, acting_user: User, comment: str = ""
+) -> QuotaRequest:
+    if request.requested_by_id != acting_user.pk:
+        raise PermissionDenied("only the requester withdraws a request", field="request")
+    with transaction.atomic():
+        request = lock_request(request.pk)
+        transition(request, S.WITHDRAWN, acting_user=acting_user, comment=comment)
+    return request
+
+
+# --- after approval: syncs, start and end of temporary grants -----------------------------
+
+
+def requests_follow_syncs(*, request_ids: Iterable[int] | None = None) -> list[int]:
+    """Move applying/failed requests on by the state of their syncs; returns those moved."""
+    moving = QuotaRequest.objects.filter(status__in=[S.APPLYING, S.FAILED])
+    if request_ids is not None:
+        moving = moving.filter(pk__in=list(request_ids))
+    moved = []
+    for request_id in moving.values_list("pk", flat=True):
+        with transaction.atomic():
+            request = lock_request(request_id)
+            if request.status not in (S.APPLYING, S.FAILED):
+                continue
+            states = set(request.sync_requests.values_list("status", flat=True))
+            if states and states <= {SyncRequest.Status.DONE}:
+                target = S.ACTIVE if request.is_temporary else S.APPLIED
+                transition(request, target, acting_user=None)
+                _notify(request, "request.applied")
+                moved.append(request_id)
+            elif SyncRequest.Status.FAILED in states and request.status == S.APPLYING:
+                errors = request.sync_requests.filter(status=SyncRequest.Status.FAILED)
+                error = next(iter(errors.values_list("last_error", flat=True)), "")
+                transition(request, S.FAILED, acting_user=None, comment=error[:1000])
+                _notify(request, "request.failed")
+                moved.append(request_id)
+    return moved
+
+
+def requests_start_due(*, now: datetime | None = None) -> list[int]:
+    """Apply approved temporary grants whose start has come."""
+    now = now or timezone.now()
+    started = []
+    due = QuotaRequest.objects.filter(
+        status=S.APPROVED, kind=QuotaRequest.Kind.TEMPORARY, starts_at__lte=now
+    )
+    for request_id in due.values_list("pk", flat=True):
+        with transaction.atomic():
+            request = QuotaRequest.objects.get(pk=request_id)
+            _lock_capacity(request)
+            request = lock_request(request_id)
+            if request.status != S.APPROVED:
+                continue
+            _lock_allocations(request)
+            _apply(request, _lines(request), acting_user=None)
+            started.append(request_id)
+    return started
+
+
+def requests_notify_expiring(*, now: datetime | None = None) -> list[int]:
+    """Tell teams a day before their temporary grant ends (once)."""
+    now = now or timezone.now()
+    told = []
+    soon = QuotaRequest.objects.filter(
+        status=S.ACTIVE,
+        ends_at__lte=now + EXPIRY_WARNING,
+        ends_at__gt=now,
+        expiry_notified_at__isnull=True,
+    )
+    for request_id in soon.values_list("pk", flat=True):
+        with transaction.atomic():
+            request = lock_request(request_id)
+            if request.expiry_notified_at is not None:
+                continue
+            request.expiry_notified_at = now
+            request.save(update_fields=["expiry_notified_at"])
+            _notify(request, "request.expiring")
+            told.append(request_id)
+    return told
+
+
+def requests_expire_due(*, now: datetime | None = None) -> list[int]:
+    """End temporary grants: restore the allocation as it was before, sync, mark expired."""
+    now = now or timezone.now()
+    expired = []
+    due = QuotaRequest.objects.filter(status=S.ACTIVE, ends_at__lte=now)
+    for request_id in due.values_list("pk", flat=True):
+        with transaction.atomic():
+            request = QuotaRequest.objects.get(pk=request_id)
+            _lock_capacity(request)
+            request = lock_request(request_id)
+            if request.status != S.ACTIVE:
+                continue
+            _lock_allocations(request)
+            notes = _revert(request)
+            transition(request, S.EXPIRED, acting_user=None, comment="; ".join(notes))
+            request.reverted_at = now
+            request.save(update_fields=["reverted_at"])
+            _notify(request, "request.expired")
+            expired.append(request_id)
+    return expired
+
+
+def _revert(request: QuotaRequest) -> list[str]:
+    """Take the grant back. If nothing changed the allocation since, restore it exactly;
+    if someone changed it meanwhile, take back only the grant's own increase."""
+    notes = []
+    clusters = {}
+    for line in _lines(request):
+        allocation = (
+            Allocation.objects.select_for_update()
+            .filter(team_namespace=line.team_namespace, resource=line.resource)
+            .first()
+        )
+        if allocation is None:
+            continue
+        if allocation.version == line.applied_version:
+            g, c, p = line.current_guarantee, line.current_cap, line.current_per_pod_max
+            classes = line.current_priority_classes
+        else:
+            g = max(
+                Decimal(0), allocation.guarantee - (line.final_guarantee - line.current_guarantee)
+            )
+            c = max(g, allocation.cap - (line.final_cap - line.current_cap))
+            p = (
+                allocation.per_pod_max
+                if allocation.per_pod_max is None or allocation.per_pod_max <= c
+                else c
+            )
+            classes = allocation.priority_classes
+            notes.append(
+                f"{line.team_namespace.name} {line.resource.name} changed during the grant: "
+                f"took back only the grant's increase"
+            )
+        allocation_set(
+            team_namespace=line.team_namespace,
+            resource=line.resource,
+            guarantee=g,
+            cap=c,
+            per_pod_max=p,
+            priority_classes=classes,
+            acting_user=None,
+            reason=f"temporary request #{request.pk} ended",
+            source=f"request:{request.pk}:expired",
+        )
+        clusters[line.team_namespace.cluster_id] = line.team_namespace.cluster
+    for cluster in clusters.values():
+        sync = cluster_sync_request(
+            cluster=cluster, acting_user=None, reason=f"request #{request.pk} expired"
+        )
+        request.sync_requests.add(sync)
+    return notes
+
+
+# --- notifications ------------------------------------------------------------------------
+
+
+def request_payload(request: QuotaRequest) -> dict:
+    return {
+        "id": request.pk,
+        "team": request.team.slug,
+        "status": request.status,
+        "kind": request.kind,
+        "requested_by": request.requested_by.username,
+        "justification": request.justification,
+        "starts_at": request.starts_at.isoformat() if request.starts_at else None,
+        "ends_at": request.ends_at.isoformat() if request.ends_at else None,
+        "decision_comment": request.decision_comment,
+        "auto_approved": request.auto_approved,
+        "lines": _lines_json(request),
+        "url": f"{settings.PORTAL_BASE_URL.rstrip('/')}/requests/{request.pk}/",
+    }
+
+
+def _recipients(request: QuotaRequest, event: str) -> list[str]:
+    if event == "request.submitted":
+        admins = User.objects.filter(is_active=True).filter(
+            groups__name="platform-admins"
+        ) | User.objects.filter(is_active=True, is_superuser=True)
+        emails = admins.values_list("email", flat=True)
+    else:
+        leads = TeamMembership.objects.filter(
+            team=request.team, role=TeamMembership.Role.LEAD, user__is_active=True
+        ).values_list("user__email", flat=True)
+        emails = [request.requested_by.email, *leads]
+    return sorted({e for e in emails if e})
+
+
+def _notify(request: QuotaRequest, event: str) -> None:
+    """Queued for after the commit: a rolled-back decision notifies nobody."""
+    notify.notify(
+        event=event, payload=request_payload(request), recipients=_recipients(request, event)
+    )

@@ -1,0 +1,82 @@
+"""The request lifecycle: one allowed-transition table and one function that moves a request.
+
+Every move locks the row, checks the table, saves and writes the audit event in one atomic block.
+"""
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from approvals.models import QuotaRequest
+from portal.errors import NotAllowed
+from quotas.audit import audit_record
+
+S = QuotaRequest.Status
+
+ALLOWED: dict[str, frozenset[str]] = {
+    S.DRAFT: frozenset({S.SUBMITTED, S.WITHDRAWN}),
+    S.SUBMITTED: frozenset({S.APPROVED, S.REJECTED, S.CHANGES_REQUESTED, S.WITHDRAWN}),
+    S.CHANGES_REQUESTED: frozenset({S.SUBMITTED, S.WITHDRAWN}),
+    S.APPROVED: frozenset({S.APPLYING}),
+    S.APPLYING: frozenset({S.APPLIED, S.ACTIVE, S.FAILED}),
+    S.FAILED: frozenset({S.APPLIED, S.ACTIVE, S.APPLYING}),
+    S.ACTIVE: frozenset({S.EXPIRED}),
+    S.APPLIED: frozenset(),
+    S.REJECTED: frozenset(),
+    S.WITHDRAWN: frozenset(),
+    S.EXPIRED: frozenset(),
+}
+
+
+def allowed_from(target: str) -> list[str]:
+    return sorted(source for source, targets in ALLOWED.items() if target in targets)
+
+
+def check_transition(request: QuotaRequest, target: str) -> None:
+    if target not in ALLOWED.get(request.status, frozenset()):
+        sources = ", ".join(S(s).label for s in allowed_from(target)) or "nowhere"
+        raise NotAllowed(
+            f"request #{request.pk} is {S(request.status).label}; it cannot become "
+            f"{S(target).label} (only from: {sources})",
+            field="status",
+            extra={"status": request.status, "target": target},
+        )
+
+
+def lock_request(request_id: int) -> QuotaRequest:
+    return QuotaRequest.objects.select_for_update().get(pk=request_id)
+
+
+def transition(
+    request: QuotaRequest,
+    target: str,
+    *,
+    acting_user: User | None,
+    comment: str = "",
+    extra: dict | None = None,
+) -> QuotaRequest:
+    """Move a locked request to `target` and audit it; call inside transaction.atomic()."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("transition() must run inside transaction.atomic()")
+    check_transition(request, target)
+    before = request.status
+    request.status = target
+    now = timezone.now()
+    fields = ["status", "updated_at"]
+    if target == S.SUBMITTED:
+        request.submitted_at = now
+        fields.append("submitted_at")
+    if target in (S.APPROVED, S.REJECTED, S.CHANGES_REQUESTED):
+        request.decided_at, request.decided_by = now, acting_user
+        request.decision_comment = comment
+        fields += ["decided_at", "decided_by", "decision_comment"]
+    request.save(update_fields=fields)
+    audit_record(
+        acting_user=acting_user,
+        action=f"request.{target}",
+        target=request,
+        before={"status": before},
+        after={"status": target, **(extra or {})},
+        comment=comment,
+    )
+    return request
