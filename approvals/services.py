@@ -23,6 +23,7 @@ from approvals.transitions import S, check_transition, lock_request, transition
 from approvals.validation import findings_json, validate_lines
 from portal.errors import PermissionDenied, ValidationFailed
 from quotas.audit import audit_record
+from quotas.kube.usage import team_usage_now
 from quotas.models import (
     Allocation,
     Cluster,
@@ -273,13 +274,14 @@ def _refresh_current(request: QuotaRequest) -> None:
         line.save()
 
 
-def _usage_snapshot(request: QuotaRequest) -> dict:
-    """The team's allocations at submission; usage figures join once usage is collected."""
+def _usage_snapshot(request: QuotaRequest, usage_now: dict) -> dict:
+    """The team's allocations at submission, and what its pods used then."""
     allocations = Allocation.objects.filter(team_namespace__team=request.team).select_related(
         "team_namespace__cluster", "resource"
     )
     return {
         "taken_at": timezone.now().isoformat(),
+        "usage": usage_now,
         "allocations": [
             {
                 "cluster": a.team_namespace.cluster.name,
@@ -332,6 +334,8 @@ def _policy_decision(request: QuotaRequest, lines: list[RequestLine], *, has_err
 def request_submit(*, request: QuotaRequest, acting_user: User) -> QuotaRequest:
     """Validate against the whole plan and submit; what policy allows is approved at once."""
     _require_requester(acting_user, request)
+    # Read from the clusters before the transaction: no network call holds a row lock.
+    usage_now = team_usage_now(request.team)
     with transaction.atomic():
         _lock_capacity(request)
         request = lock_request(request.pk)
@@ -343,7 +347,7 @@ def request_submit(*, request: QuotaRequest, acting_user: User) -> QuotaRequest:
         _raise_on_errors(findings)
         decision = _policy_decision(request, lines, has_errors=False)
         request.findings = findings_json(findings)
-        request.usage_snapshot = _usage_snapshot(request)
+        request.usage_snapshot = _usage_snapshot(request, usage_now)
         request.approvals_needed = max(decision.approvals_needed, 1)
         request.save(update_fields=["findings", "usage_snapshot", "approvals_needed"])
         transition(

@@ -22,3 +22,6 @@ DEBUG = False
 ALLOWED_HOSTS = ["*"]
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
+# Clusters of tests reach only the sandboxes the tests start, never a demo on the default port.
+KUBE_SANDBOX_URL = "http://127.0.0.1:9"
+KUBE_REQUEST_TIMEOUT = 5.0

@@ -112,3 +112,23 @@ def alloc_b(ns_b, gpu, admin):
     return allocation_set(
         team_namespace=ns_b, resource=gpu, guarantee=4, cap=6, acting_user=admin, reason="seed"
     )
+
+
+def _purge_broker() -> None:
+    from portal.celery import app
+
+    with app.connection_for_write() as conn:
+        app.control.purge(connection=conn)
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_tasks(request):
+    """Tests that commit (transaction=True) queue real tasks through on_commit; clear the
+    broker around them so a later test's real worker never runs another test's tasks."""
+    marker = request.node.get_closest_marker("django_db")
+    committing = marker is not None and marker.kwargs.get("transaction", False)
+    if committing:
+        _purge_broker()
+    yield
+    if committing:
+        _purge_broker()

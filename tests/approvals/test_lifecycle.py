@@ -98,6 +98,9 @@ def test_submit_records_warnings_and_snapshots(plan, lead_c, gpu, strict_policy)
     assert (line.current_guarantee, line.current_cap) == (2, 4)
     assert (line.requested_guarantee, line.requested_cap) == (5, 6)
     assert {a["namespace"] for a in request.usage_snapshot["allocations"]} == {"team-c-dev"}
+    # No cluster runs here: the snapshot says so instead of failing the submission.
+    [usage] = request.usage_snapshot["usage"]["namespaces"]
+    assert usage["namespace"] == "team-c-dev" and "unreachable" in usage["error"]
 
 
 def test_leads_request_only_for_their_own_team(plan, lead_a, gpu, member_a):

@@ -1,0 +1,69 @@
+"""Usage read from the cluster: GPU requests of running and pending pods per namespace."""
+
+from decimal import Decimal
+
+import pytest
+
+from quotas.kube.client import KubeClient
+from quotas.kube.usage import pod_requests, team_usage_now
+from quotas.models import Cluster
+
+
+def pod(name, phase, *containers, init=()):
+    def container(i, requests, limits=None):
+        resources = {"requests": requests}
+        if limits:
+            resources["limits"] = limits
+        return {"name": f"c{i}", "image": "x", "resources": resources}
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "containers": [container(i, *c) for i, c in enumerate(containers)],
+            **({"initContainers": [container(9, *c) for c in init]} if init else {}),
+        },
+        "status": {"phase": phase},
+    }
+
+
+def test_pod_requests_sum_containers_and_take_the_largest_init():
+    p = pod(
+        "p",
+        "Running",
+        ({"cpu": "500m"}, {"nvidia.com/gpu": "2"}),  # extended resources: the limit counts
+        ({"cpu": "1", "nvidia.com/gpu": "1"},),
+        init=[({"nvidia.com/gpu": "4"},)],
+    )
+    assert pod_requests(p) == {"cpu": Decimal("1.5"), "nvidia.com/gpu": Decimal(4)}
+
+
+@pytest.mark.django_db
+def test_usage_now_counts_running_and_pending_pods(kube_sandbox, alloc_a):
+    ns = alloc_a.team_namespace
+    Cluster.objects.filter(pk=ns.cluster_id).update(sandbox_url=kube_sandbox.url)
+    kube = KubeClient.for_url(kube_sandbox.url)
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns.name}})
+    for obj in (
+        pod("train-1", "Running", ({"nvidia.com/gpu": "4"},)),
+        pod("train-2", "Running", ({"nvidia.com/gpu": "2"},)),
+        pod("waiting", "Pending", ({"nvidia.com/gpu": "8"},)),
+        pod("done", "Succeeded", ({"nvidia.com/gpu": "8"},)),
+        pod("cpu-only", "Running", ({"cpu": "2"},)),
+    ):
+        obj["metadata"]["namespace"] = ns.name
+        kube.create(obj)
+    kube.close()
+    snapshot = team_usage_now(ns.team)
+    [entry] = snapshot["namespaces"]
+    assert entry["namespace"] == "team-a-training"
+    assert entry["usage"]["nvidia.com/gpu"] == {"running": "6", "pending": "8", "pending_pods": 1}
+
+
+@pytest.mark.django_db
+def test_unreachable_cluster_is_reported_not_raised(alloc_a):
+    snapshot = team_usage_now(alloc_a.team_namespace.team)
+    [entry] = snapshot["namespaces"]
+    assert "unreachable" in entry["error"]
+    assert "usage" not in entry
