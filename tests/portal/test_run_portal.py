@@ -104,3 +104,37 @@ def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
     assert not _port_open(port), "web server still running after Ctrl-C"
     assert not _port_open(sandbox_port), "sandbox still running after Ctrl-C"
     assert not _port_open(sandbox_port + 1), "sandbox still running after Ctrl-C"
+
+
+def test_children_do_not_outlive_a_killed_run_portal(tmp_path):
+    port, sandbox_port = free_port(), free_port()
+    while free_port_after(sandbox_port) is False:
+        sandbox_port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in UNSET}
+    env.update({"PORTAL_VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "portal.settings"})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "manage.py",
+            "run_portal",
+            "--port",
+            str(port),
+            "--sandbox-port",
+            str(sandbox_port),
+            "--web-workers",
+            "1",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        _wait_for(f"http://127.0.0.1:{port}/login/", time.monotonic() + 180)
+    finally:
+        proc.kill()  # no chance to clean up: the children must go by themselves
+        proc.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while _port_open(port) or _port_open(sandbox_port):
+        assert time.monotonic() < deadline, "children outlived run_portal"
+        time.sleep(0.3)

@@ -5,6 +5,8 @@ others are stopped too, so a half-running demo never lingers.
 """
 
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import signal
 import subprocess
@@ -17,6 +19,15 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 STOP_GRACE_SECONDS = 10
+
+
+def _die_with_parent() -> None:
+    """Linux: a child gets SIGTERM if this command is killed outright (no orphans left)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 class Command(BaseCommand):
@@ -118,7 +129,11 @@ class Command(BaseCommand):
         for name, command in commands.items():
             # Own process group: Ctrl-C reaches us once, and we stop the children in order.
             children[name] = subprocess.Popen(
-                command, env=env, cwd=settings.BASE_DIR, start_new_session=True
+                command,
+                env=env,
+                cwd=settings.BASE_DIR,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         if sandboxes:
             self._prepare_sandboxes()
