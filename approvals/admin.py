@@ -1,10 +1,17 @@
 """Django admin for requests: read the three value sets side by side; decide via actions."""
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
 
 from approvals.models import Approval, ApprovalPolicy, QuotaRequest, RequestLine
+from approvals.selectors import request_preview
 from approvals.services import request_approve, request_changes, request_reject
 from portal.errors import ApplicationError
+from quotas.kube.client import KubeError
 
 
 class RequestLineInline(admin.TabularInline):
@@ -59,7 +66,43 @@ class QuotaRequestAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
 
     def get_readonly_fields(self, request, obj=None):
-        return [f.name for f in QuotaRequest._meta.fields] + ["sync_requests"]
+        return [*(f.name for f in QuotaRequest._meta.fields), "sync_requests", "preview_link"]
+
+    @admin.display(description="preview")
+    def preview_link(self, obj: QuotaRequest) -> str:
+        if not obj.pk:
+            return "-"
+        url = reverse("admin:approvals_quotarequest_preview", args=[obj.pk])
+        return format_html('<a href="{}">What approving it would change in the clusters</a>', url)
+
+    def get_urls(self):
+        return [
+            path(
+                "<int:request_id>/preview/",
+                self.admin_site.admin_view(self.preview_view),
+                name="approvals_quotarequest_preview",
+            ),
+            *super().get_urls(),
+        ]
+
+    def preview_view(self, request, request_id: int):
+        quota_request = get_object_or_404(QuotaRequest, pk=request_id)
+        if not self.has_view_permission(request, quota_request):
+            raise DjangoPermissionDenied
+        error = ""
+        try:
+            clusters = request_preview(quota_request)
+        except KubeError as exc:
+            clusters, error = {}, str(exc)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Preview of request #{quota_request.pk}",
+            "quota_request": quota_request,
+            "clusters": clusters,
+            "error": error,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/approvals/request_preview.html", context)
 
     def has_add_permission(self, request):
         return False

@@ -4,7 +4,7 @@
 export) is pure and works on these frozen dataclasses.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from django.conf import settings
@@ -134,4 +134,44 @@ def cluster_plan(cluster) -> ClusterPlan:
         kueue_cohort=getattr(cluster, "kueue_cohort", "") or "portal",
         yunikorn_namespace=getattr(cluster, "yunikorn_namespace", "") or "yunikorn",
         generation=generation,
+    )
+
+
+@dataclass(frozen=True)
+class AllocationChange:
+    """A proposed value for one allocation, to preview before it is approved."""
+
+    namespace: str
+    resource: ResourcePlan
+    guarantee: Decimal
+    cap: Decimal
+    per_pod_max: Decimal | None = None
+    priority_classes: tuple[str, ...] = ()
+
+
+def plan_with_changes(plan: ClusterPlan, changes: list[AllocationChange]) -> ClusterPlan:
+    """The plan as it would be with `changes` applied (new allocations included)."""
+    by_namespace: dict[str, list[AllocationChange]] = {}
+    for change in changes:
+        by_namespace.setdefault(change.namespace, []).append(change)
+    namespaces = []
+    for ns in plan.namespaces:
+        wanted = {c.resource.name: c for c in by_namespace.get(ns.name, [])}
+        allocations = []
+        for allocation in ns.allocations:
+            change = wanted.pop(allocation.resource.name, None)
+            allocations.append(_as_allocation(change) if change else allocation)
+        allocations += [_as_allocation(c) for c in wanted.values()]
+        allocations.sort(key=lambda a: a.resource.name)
+        namespaces.append(replace(ns, allocations=tuple(allocations)))
+    return replace(plan, namespaces=tuple(namespaces))
+
+
+def _as_allocation(change: AllocationChange) -> AllocationPlan:
+    return AllocationPlan(
+        resource=change.resource,
+        guarantee=change.guarantee,
+        cap=change.cap,
+        per_pod_max=change.per_pod_max,
+        priority_classes=tuple(sorted(change.priority_classes)),
     )

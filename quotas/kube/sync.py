@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from quotas.kube.client import KINDS, KubeClient, KubeConflict, KubeError, client_for_cluster
 from quotas.kube.diff import differences, live_view, merged_for_write, owned
-from quotas.kube.plan import ClusterPlan, cluster_plan
+from quotas.kube.plan import AllocationChange, ClusterPlan, cluster_plan, plan_with_changes
 from quotas.kube.render import (
     CLUSTER_LABEL,
     GENERATION_ANNOTATION,
@@ -479,13 +479,21 @@ def _record(run, cluster_id, plan, outcomes, error, request_ids, started) -> Non
             )
 
 
-def cluster_preview(*, cluster_id: int, client: KubeClient | None = None) -> list[Outcome]:
-    """What a sync would change now, checked by the API server with dry-run writes.
+def cluster_preview(
+    *,
+    cluster_id: int,
+    client: KubeClient | None = None,
+    changes: list[AllocationChange] | None = None,
+) -> list[Outcome]:
+    """What a sync would change now (or with `changes`, a pending request's values, applied),
+    checked by the API server with dry-run writes.
 
     Writes nothing anywhere (cluster or database); unchanged objects are left out.
     """
     cluster = Cluster.objects.get(pk=cluster_id)
     plan = cluster_plan(cluster)
+    if changes:
+        plan = plan_with_changes(plan, changes)
     managed = {
         (m.api_version, m.kind, m.namespace, m.name): m.applied
         for m in ManagedObject.objects.filter(cluster_id=cluster_id)
