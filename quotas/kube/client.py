@@ -6,6 +6,7 @@ Objects are plain dicts (JSON as the API server sends it). Errors are split into
 
 import json
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -52,6 +53,14 @@ class KubeError(Exception):
     @property
     def transient(self) -> bool:
         return self.status is None or self.status in TRANSIENT_STATUSES
+
+
+class KubeConfigError(KubeError):
+    """The portal's own configuration for a cluster is unusable (no kubeconfig, no context)."""
+
+    @property
+    def transient(self) -> bool:
+        return False
 
 
 class KubeConflict(KubeError):
@@ -231,7 +240,15 @@ def client_for_cluster(cluster, *, timeout: float = 15.0) -> KubeClient:
     if cluster.connection == "sandbox":
         return KubeClient.for_url(cluster.sandbox_url or settings.KUBE_SANDBOX_URL, timeout=timeout)
     if cluster.connection == "kubeconfig":
-        return KubeClient.from_kubeconfig(
-            cluster.kubeconfig_path, cluster.kubeconfig_context or None, timeout=timeout
-        )
+        if not os.path.isfile(cluster.kubeconfig_path):
+            raise KubeConfigError(
+                f"kubeconfig {cluster.kubeconfig_path} of cluster {cluster.name} not found"
+            )
+        try:
+            return KubeClient.from_kubeconfig(
+                cluster.kubeconfig_path, cluster.kubeconfig_context or None, timeout=timeout
+            )
+        except k8s_config.ConfigException as exc:
+            # The message names the file or context, never the credentials in it.
+            raise KubeConfigError(f"kubeconfig of cluster {cluster.name}: {exc}") from None
     return KubeClient.in_cluster(timeout=timeout)

@@ -349,32 +349,43 @@ def cluster_sync(
             (m.api_version, m.kind, m.namespace, m.name): m.applied
             for m in ManagedObject.objects.filter(cluster_id=cluster_id)
         }
-        own_client = client is None
-        client = client or client_for_cluster(cluster, timeout=settings.KUBE_REQUEST_TIMEOUT)
-        syncer = ClusterSyncer(
+        outcomes, error, transient = _run_syncer(
+            cluster=cluster,
             plan=plan,
-            mode=cluster.sync_mode,
-            client=client,
             managed=managed,
+            client=client,
             renew=lambda: lease_renew(cluster_id, holder, epoch),
         )
-        try:
-            outcomes = syncer.run()
-            error = ""
-        except (KubeError, LeaseLost) as exc:
-            outcomes, error = [], str(exc)
-            transient = isinstance(exc, LeaseLost) or exc.transient
-        else:
-            transient = any(o.transient for o in outcomes)
-        finally:
-            if own_client:
-                client.close()
         _record(run, cluster_id, plan, outcomes, error, request_ids, started)
         if (error or any(o.action == Action.ERROR for o in outcomes)) and transient:
             raise TransientSyncError(error or run.error)
         return run
     finally:
         lease_release(cluster_id, holder, epoch)
+
+
+def _run_syncer(*, cluster, plan, managed, client, renew) -> tuple[list[Outcome], str, bool]:
+    """Run the comparison and writes; returns (outcomes, error of the whole run, transient)."""
+    own_client = client is None
+    try:
+        if own_client:
+            client = client_for_cluster(cluster, timeout=settings.KUBE_REQUEST_TIMEOUT)
+        syncer = ClusterSyncer(
+            plan=plan, mode=cluster.sync_mode, client=client, managed=managed, renew=renew
+        )
+        outcomes = syncer.run()
+    except LeaseLost as exc:
+        return [], str(exc), True
+    except KubeError as exc:
+        return [], str(exc), exc.transient
+    except Exception as exc:
+        # A broken kubeconfig, a bug: recorded as a failed run instead of a run stuck "running".
+        log.exception("sync of cluster %s failed", cluster.name)
+        return [], f"{type(exc).__name__}: {exc}"[:2000], False
+    finally:
+        if own_client and client is not None:
+            client.close()
+    return outcomes, "", any(o.transient for o in outcomes)
 
 
 def _record(run, cluster_id, plan, outcomes, error, request_ids, started) -> None:
