@@ -50,7 +50,17 @@ def _serve(env_overrides: dict[str, str], tmp_path: Path):
         }
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "portal.wsgi", "-b", f"127.0.0.1:{port}", "-w", "1"],
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "portal.wsgi",
+            "-b",
+            f"127.0.0.1:{port}",
+            "-w",
+            "1",
+            "--no-control-socket",
+        ],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

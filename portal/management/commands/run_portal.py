@@ -88,6 +88,8 @@ class Command(BaseCommand):
             "-",
             "--graceful-timeout",
             "5",
+            # Several portals (or test runs) on one machine must not share a control socket.
+            "--no-control-socket",
         ]
         commands["worker"] = [
             python,
