@@ -5,7 +5,7 @@ from collections import defaultdict
 from django.db.models import QuerySet
 
 from approvals.models import QuotaRequest
-from quotas.kube.plan import AllocationChange, ResourcePlan
+from quotas.kube.plan import AllocationChange, resource_plan
 from quotas.kube.sync import Outcome, cluster_preview
 from quotas.roles import AnyUser, sees_everything
 from quotas.selectors import team_ids_of
@@ -28,12 +28,7 @@ def request_preview(request: QuotaRequest) -> dict[str, list[Outcome]]:
         changes[line.team_namespace.cluster_id].append(
             AllocationChange(
                 namespace=line.team_namespace.name,
-                resource=ResourcePlan(
-                    name=resource.name,
-                    kind=resource.kind,
-                    quantity_suffix=resource.quantity_suffix,
-                    gpu_model=resource.gpu_model,
-                ),
+                resource=resource_plan(resource),
                 guarantee=line.final_guarantee,
                 cap=line.final_cap,
                 per_pod_max=line.final_per_pod_max,

@@ -36,7 +36,12 @@ from quotas.models import (
 )
 from quotas.roles import is_platform_admin
 from quotas.selectors import teams_led_by
-from quotas.services import allocation_set, allocation_values_check, cluster_sync_request
+from quotas.services import (
+    allocation_set,
+    allocation_values_check,
+    amount_text,
+    cluster_sync_request,
+)
 
 EXPIRY_WARNING = timedelta(days=1)
 
@@ -230,9 +235,7 @@ def _lines(request: QuotaRequest) -> list[RequestLine]:
 
 
 def _lines_json(request: QuotaRequest) -> list[dict]:
-    def amount(value):
-        return None if value is None else f"{Decimal(value).normalize():f}"
-
+    amount = amount_text
     return [
         {
             "namespace": line.team_namespace.name,
@@ -287,8 +290,8 @@ def _usage_snapshot(request: QuotaRequest, usage_now: dict) -> dict:
                 "cluster": a.team_namespace.cluster.name,
                 "namespace": a.team_namespace.name,
                 "resource": a.resource.name,
-                "guarantee": f"{a.guarantee.normalize():f}",
-                "cap": f"{a.cap.normalize():f}",
+                "guarantee": amount_text(a.guarantee),
+                "cap": amount_text(a.cap),
             }
             for a in allocations
         ],

@@ -12,32 +12,8 @@ from django.utils import timezone
 
 from approvals.models import QuotaRequest, RequestLine
 from quotas.models import Allocation, Cluster
-from quotas.rules import AllocationFacts, ClusterFacts, Finding, PlanChange, check_change
-
-
-def cluster_facts(cluster: Cluster) -> ClusterFacts:
-    return ClusterFacts(
-        name=cluster.name,
-        capacities={
-            c.resource.name: c.capacity for c in cluster.capacities.select_related("resource")
-        },
-        max_cap_share=cluster.effective_max_cap_share,
-        backends=frozenset(cluster.backends),
-    )
-
-
-def allocation_facts(allocation: Allocation) -> AllocationFacts:
-    ns = allocation.team_namespace
-    return AllocationFacts(
-        cluster=ns.cluster.name,
-        namespace=ns.name,
-        resource=allocation.resource.name,
-        guarantee=allocation.guarantee,
-        cap=allocation.cap,
-        per_pod_max=allocation.per_pod_max,
-        workload_class=ns.workload_class,
-        unit=allocation.resource.unit,
-    )
+from quotas.rules import AllocationFacts, Finding, PlanChange, check_change
+from quotas.selectors import allocation_facts, cluster_facts
 
 
 def _scheduled_grants(cluster: Cluster, exclude_request_id: int | None) -> list[AllocationFacts]:

@@ -116,47 +116,46 @@ def capacity_summary(*, cluster_ids: list[int] | None = None) -> list[CapacityLi
     return lines
 
 
+def cluster_facts(cluster: Cluster) -> ClusterFacts:
+    """What the plan rules need to know of a cluster."""
+    return ClusterFacts(
+        name=cluster.name,
+        capacities={
+            name: capacity
+            for name, capacity in cluster.capacities.values_list("resource__name", "capacity")
+        },
+        max_cap_share=cluster.effective_max_cap_share,
+        backends=frozenset(cluster.backends),
+    )
+
+
+def allocation_facts(allocation: Allocation) -> AllocationFacts:
+    """An allocation as the plan rules see it (needs team_namespace__cluster and resource)."""
+    ns = allocation.team_namespace
+    return AllocationFacts(
+        cluster=ns.cluster.name,
+        namespace=ns.name,
+        resource=allocation.resource.name,
+        guarantee=allocation.guarantee,
+        cap=allocation.cap,
+        per_pod_max=allocation.per_pod_max,
+        workload_class=ns.workload_class,
+        unit=allocation.resource.unit,
+    )
+
+
 def plan_findings(*, cluster_ids: list[int] | None = None) -> list[Finding]:
     """Violations the current allocations already have (e.g. the seed's cap 10 above 8), for
     every cluster or only the given ones; errors first, then by cluster, namespace, resource."""
     clusters = Cluster.objects.order_by("name")
     if cluster_ids is not None:
         clusters = clusters.filter(id__in=cluster_ids)
-    clusters = list(clusters)
-    ids = [c.id for c in clusters]
-
-    capacities: dict[int, dict[str, Decimal]] = defaultdict(dict)
-    for cluster_id, resource, capacity in ClusterCapacity.objects.filter(
-        cluster_id__in=ids
-    ).values_list("cluster_id", "resource__name", "capacity"):
-        capacities[cluster_id][resource] = capacity
-
-    names = {c.id: c.name for c in clusters}
-    allocations: dict[int, list[AllocationFacts]] = defaultdict(list)
-    for a in Allocation.objects.filter(team_namespace__cluster_id__in=ids).select_related(
-        "team_namespace", "resource"
-    ):
-        ns = a.team_namespace
-        allocations[ns.cluster_id].append(
-            AllocationFacts(
-                cluster=names[ns.cluster_id],
-                namespace=ns.name,
-                resource=a.resource.name,
-                guarantee=a.guarantee,
-                cap=a.cap,
-                per_pod_max=a.per_pod_max,
-                workload_class=ns.workload_class,
-                unit=a.resource.unit,
-            )
-        )
-
     findings: list[Finding] = []
     for cluster in clusters:
-        facts = ClusterFacts(
-            name=cluster.name,
-            capacities=capacities[cluster.id],
-            max_cap_share=cluster.effective_max_cap_share,
-            backends=frozenset(cluster.backends),
+        allocations = Allocation.objects.filter(team_namespace__cluster=cluster).select_related(
+            "team_namespace__cluster", "resource"
         )
-        findings += check_plan(cluster=facts, allocations=allocations[cluster.id])
+        findings += check_plan(
+            cluster=cluster_facts(cluster), allocations=[allocation_facts(a) for a in allocations]
+        )
     return sort_findings(findings)

@@ -17,6 +17,7 @@ from quotas.models import (
     SyncRequest,
     TeamNamespace,
 )
+from quotas.rules import fmt
 
 
 def _amount(value: object, field: str) -> Decimal:
@@ -40,23 +41,26 @@ def allocation_values_check(
     p = None if per_pod_max in (None, "") else _amount(per_pod_max, "per_pod_max")
     if g > c:
         raise ValidationFailed(
-            f"guarantee {g.normalize():f} exceeds cap {c.normalize():f} (guarantee ≤ cap)",
+            f"guarantee {fmt(g)} exceeds cap {fmt(c)} (guarantee ≤ cap)",
             field="guarantee",
         )
     if p is not None and p == 0:
         raise ValidationFailed("per_pod_max must be positive or empty", field="per_pod_max")
     if p is not None and p > c:
         raise ValidationFailed(
-            f"per_pod_max {p.normalize():f} exceeds cap {c.normalize():f} (per-pod max ≤ cap)",
+            f"per_pod_max {fmt(p)} exceeds cap {fmt(c)} (per-pod max ≤ cap)",
             field="per_pod_max",
         )
     return g, c, p
 
 
-def _allocation_state(allocation: Allocation) -> dict:
-    def amount(value):
-        return None if value is None else f"{Decimal(value).normalize():f}"
+def amount_text(value: Decimal | None) -> str | None:
+    """An amount as the audit log and notifications write it: "10", "0.5", or None."""
+    return None if value is None else fmt(value)
 
+
+def _allocation_state(allocation: Allocation) -> dict:
+    amount = amount_text
     return {
         "namespace": allocation.team_namespace.name,
         "cluster": allocation.team_namespace.cluster.name,

@@ -67,17 +67,19 @@ class ClusterPlan:
     generation: int = 0
 
 
+def resource_plan(resource) -> ResourcePlan:
+    """The rendering view of a Resource row."""
+    return ResourcePlan(
+        name=resource.name,
+        kind=resource.kind,
+        quantity_suffix=resource.quantity_suffix,
+        gpu_model=resource.gpu_model,
+    )
+
+
 def cluster_plan(cluster) -> ClusterPlan:
     """Read a cluster's desired state from the database (generation first, then contents)."""
     from quotas.models import Allocation, PriorityClass, TeamNamespace
-
-    def resource_plan(resource) -> ResourcePlan:
-        return ResourcePlan(
-            name=resource.name,
-            kind=resource.kind,
-            quantity_suffix=resource.quantity_suffix,
-            gpu_model=resource.gpu_model,
-        )
 
     generation = getattr(cluster, "plan_generation", 0)
     by_namespace: dict[int, list[AllocationPlan]] = {}
