@@ -162,3 +162,41 @@ class ApprovalPolicyAdmin(admin.ModelAdmin):
         "two_admins_above",
     ]
     autocomplete_fields = ["cluster"]
+
+
+@admin.register(RequestLine)
+class RequestLineAdmin(admin.ModelAdmin):
+    list_display = [
+        "request",
+        "team_namespace",
+        "resource",
+        "current_cap",
+        "requested_cap",
+        "decided_cap",
+    ]
+    list_filter = ["resource", "team_namespace__cluster"]
+    search_fields = ["team_namespace__name", "request__justification"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in RequestLine._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Approval)
+class ApprovalAdmin(admin.ModelAdmin):
+    list_display = ["request", "admin", "created_at", "comment"]
+    search_fields = ["admin__username", "comment"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in Approval._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -18,6 +18,7 @@ from quotas.models import (
     ManagedObject,
     PriorityClass,
     Resource,
+    SyncLease,
     SyncObjectResult,
     SyncRequest,
     SyncRun,
@@ -25,6 +26,7 @@ from quotas.models import (
     TeamMembership,
     TeamNamespace,
 )
+from quotas.models.audit import AuditChainHead
 from quotas.services import (
     allocation_set,
     cluster_set_sync_mode,
@@ -426,3 +428,23 @@ class AuditEventAdmin(ReadOnlyAdmin):
     search_fields = ["target_repr", "comment", "actor__username"]
     readonly_fields = [f.name for f in AuditEvent._meta.fields]
     date_hierarchy = "created_at"
+
+
+@admin.register(SyncLease)
+class SyncLeaseAdmin(ReadOnlyAdmin):
+    list_display = ["cluster", "holder", "expires_at", "epoch"]
+    readonly_fields = [f.name for f in SyncLease._meta.fields]
+
+
+@admin.register(AuditChainHead)
+class AuditChainHeadAdmin(ReadOnlyAdmin):
+    list_display = ["last_seq", "last_hash"]
+    readonly_fields = [f.name for f in AuditChainHead._meta.fields]
+
+
+@admin.register(SyncObjectResult)
+class SyncObjectResultAdmin(ReadOnlyAdmin):
+    list_display = ["run", "action", "kind", "namespace", "name"]
+    list_filter = ["action", "kind", "run__cluster"]
+    search_fields = ["namespace", "name", "error"]
+    readonly_fields = [f.name for f in SyncObjectResult._meta.fields]
