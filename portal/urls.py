@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
 from portal import health
 from quotas import views as quota_views
@@ -17,6 +17,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("requests/", include("approvals.urls")),
     path("audit/export.csv", audit_export_csv, name="audit-export"),
     path("admin/", admin.site.urls),
 ]

@@ -1,0 +1,206 @@
+"""Forms of the request pages: they parse input only; the rules live in approvals.services."""
+
+from django import forms
+from django.forms import formset_factory
+
+from approvals.models import QuotaRequest, RequestLine
+from approvals.services import Decision, LineInput
+from quotas.models import ClusterCapacity, PriorityClass, Team, TeamNamespace
+
+DATETIME_LOCAL = "%Y-%m-%dT%H:%M"
+
+
+class DateTimeLocalInput(forms.DateTimeInput):
+    input_type = "datetime-local"
+
+    def __init__(self, **kwargs):
+        super().__init__(format=DATETIME_LOCAL, **kwargs)
+
+
+class RequestForm(forms.Form):
+    """The request itself; on an existing request only the justification may change."""
+
+    team = forms.ModelChoiceField(queryset=Team.objects.none(), empty_label="choose a team")
+    justification = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Why the team needs this (workloads, deadlines, usage).",
+    )
+    kind = forms.ChoiceField(
+        choices=QuotaRequest.Kind.choices,
+        initial=QuotaRequest.Kind.PERMANENT,
+        widget=forms.RadioSelect,
+    )
+    starts_at = forms.DateTimeField(
+        required=False,
+        widget=DateTimeLocalInput(),
+        input_formats=[DATETIME_LOCAL, "%Y-%m-%dT%H:%M:%S"],
+        help_text="Temporary only; empty = as soon as approved.",
+    )
+    ends_at = forms.DateTimeField(
+        required=False,
+        widget=DateTimeLocalInput(),
+        input_formats=[DATETIME_LOCAL, "%Y-%m-%dT%H:%M:%S"],
+        help_text="Temporary only: the previous allocation comes back then.",
+    )
+
+    def __init__(self, *args, teams, editing: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team"].queryset = teams.order_by("slug")
+        if editing:
+            for name in ("team", "kind", "starts_at", "ends_at"):
+                self.fields[name].disabled = True
+                self.fields[name].required = False
+
+
+class LineForm(forms.Form):
+    """One allocation to change; choices are set per user by the formset's form_kwargs."""
+
+    team_namespace = forms.TypedChoiceField(coerce=int, label="Namespace")
+    resource = forms.TypedChoiceField(coerce=int)
+    guarantee = forms.DecimalField(min_value=0, decimal_places=3, max_digits=12)
+    cap = forms.DecimalField(min_value=0, decimal_places=3, max_digits=12)
+    per_pod_max = forms.DecimalField(
+        required=False, min_value=0, decimal_places=3, max_digits=12, label="Per-pod max"
+    )
+    priority_classes = forms.MultipleChoiceField(
+        required=False, widget=forms.SelectMultiple(attrs={"size": 3})
+    )
+
+    def __init__(self, *args, namespaces, resources, priority_classes, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team_namespace"].choices = [("", "choose"), *namespaces]
+        self.fields["resource"].choices = [("", "choose"), *resources]
+        self.fields["priority_classes"].choices = [(n, n) for n in priority_classes]
+
+    def line_input(self) -> LineInput:
+        data = self.cleaned_data
+        return LineInput(
+            team_namespace_id=data["team_namespace"],
+            resource_id=data["resource"],
+            guarantee=data["guarantee"],
+            cap=data["cap"],
+            per_pod_max=data.get("per_pod_max"),
+            priority_classes=tuple(data.get("priority_classes") or ()),
+        )
+
+
+def line_choices(teams) -> dict:
+    """Namespaces of the given teams (grouped by team) and the resources of their clusters."""
+    namespaces = (
+        TeamNamespace.objects.filter(team__in=teams)
+        .select_related("team", "cluster")
+        .order_by("team__slug", "cluster__name", "name")
+    )
+    grouped: dict[str, list] = {}
+    for ns in namespaces:
+        grouped.setdefault(ns.team.slug, []).append((ns.pk, f"{ns.name} ({ns.cluster.name})"))
+    capacities = ClusterCapacity.objects.filter(
+        cluster_id__in={ns.cluster_id for ns in namespaces}
+    ).select_related("resource")
+    resources = {c.resource_id: c.resource for c in capacities}
+    return {
+        "namespaces": list(grouped.items()),
+        "resources": [
+            (r.pk, f"{r.display_name} ({r.name})")
+            for r in sorted(resources.values(), key=lambda r: r.name)
+        ],
+        "priority_classes": list(
+            PriorityClass.objects.order_by("-value", "name").values_list("name", flat=True)
+        ),
+    }
+
+
+def line_formset(teams, *, data=None, initial=None, extra: int = 3):
+    formset_class = formset_factory(LineForm, extra=extra, can_delete=True)
+    return formset_class(
+        data=data, initial=initial, prefix="lines", form_kwargs=line_choices(teams)
+    )
+
+
+def line_initial(line: RequestLine) -> dict:
+    return {
+        "team_namespace": line.team_namespace_id,
+        "resource": line.resource_id,
+        "guarantee": line.requested_guarantee.normalize(),
+        "cap": line.requested_cap.normalize(),
+        "per_pod_max": line.requested_per_pod_max.normalize()
+        if line.requested_per_pod_max is not None
+        else None,
+        "priority_classes": list(line.requested_priority_classes),
+    }
+
+
+def filled_line_forms(formset) -> list[tuple[int, LineForm]]:
+    """(form index, form) of the lines the user filled in and did not remove."""
+    return [
+        (index, form)
+        for index, form in enumerate(formset.forms)
+        if form.has_changed() and form.cleaned_data and not form.cleaned_data.get("DELETE")
+    ]
+
+
+class CommentForm(forms.Form):
+    """The comment of a reject or ask-for-changes; the service says when it is missing."""
+
+    LABELS = {"reject": "Why reject (required)", "changes": "Which changes (required)"}
+
+    comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["comment"].label = self.LABELS.get(self.prefix, "Comment")
+
+
+class ApproveForm(forms.Form):
+    """Optional decided values per line: approving a modified amount."""
+
+    comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args, lines: list[RequestLine], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lines = lines
+        for line in lines:
+            for part in ("guarantee", "cap", "per_pod_max"):
+                self.fields[f"decided-{line.pk}-{part}"] = forms.DecimalField(
+                    required=False, min_value=0, decimal_places=3, max_digits=12
+                )
+
+    def line_fields(self, line: RequestLine) -> list:
+        return [self[f"decided-{line.pk}-{p}"] for p in ("guarantee", "cap", "per_pod_max")]
+
+    def decisions(self) -> list[Decision]:
+        """A Decision for every line where the admin changed at least one value."""
+        decisions = []
+        for line in self.lines:
+            values = {
+                p: self.cleaned_data.get(f"decided-{line.pk}-{p}")
+                for p in ("guarantee", "cap", "per_pod_max")
+            }
+            if all(v is None for v in values.values()):
+                continue
+            decisions.append(
+                Decision(
+                    line_id=line.pk,
+                    guarantee=line.requested_guarantee
+                    if values["guarantee"] is None
+                    else values["guarantee"],
+                    cap=line.requested_cap if values["cap"] is None else values["cap"],
+                    per_pod_max=line.requested_per_pod_max
+                    if values["per_pod_max"] is None
+                    else values["per_pod_max"],
+                )
+            )
+        return decisions
+
+
+class RequestFilterForm(forms.Form):
+    status = forms.ChoiceField(required=False)
+    team = forms.ModelChoiceField(
+        queryset=Team.objects.none(), required=False, empty_label="all teams"
+    )
+    waiting = forms.BooleanField(required=False, label="waiting for me")
+
+    def __init__(self, *args, teams, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["status"].choices = [("", "all statuses"), *QuotaRequest.Status.choices]
+        self.fields["team"].queryset = teams.order_by("slug")

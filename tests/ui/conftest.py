@@ -1,0 +1,75 @@
+"""A real headless Chromium (Debian package) driven by Playwright, against pytest-django's
+live_server. No pytest-playwright plugin: the browser is launched here by path, since
+`playwright install` cannot download browsers on these machines."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.approvals.conftest import lead_c, plan, strict_policy  # noqa: F401 - fixtures
+
+CHROMIUM = os.environ.get("PORTAL_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--disable-dev-shm-usage",
+]
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+
+
+@pytest.fixture(scope="session")
+def browser():
+    # A missing browser is a broken test machine, not a reason to skip the UI tests.
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        pytest.fail(
+            f"Chromium not found at {CHROMIUM}: install the Debian package "
+            "(apt-get install -y --no-install-recommends chromium) or set PORTAL_CHROMIUM",
+            pytrace=False,
+        )
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("playwright is not installed: pip install playwright==1.65.2", pytrace=False)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def open_session(browser, live_server):
+    """open_session(username) -> a page of its own browser context, logged in as username."""
+    contexts = []
+
+    def open_as(username: str):
+        context = browser.new_context(
+            base_url=live_server.url, viewport={"width": 1280, "height": 900}
+        )
+        context.set_default_timeout(15_000)
+        contexts.append(context)
+        page = context.new_page()
+        page.goto("/login/")
+        page.fill("#id_username", username)
+        page.fill("#id_password", "pw")  # every persona of tests.conftest.make_user
+        page.click("button[type=submit]")
+        page.wait_for_selector(f"[data-testid=current-user]:has-text('{username}')")
+        return page
+
+    yield open_as
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS

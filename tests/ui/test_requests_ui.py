@@ -1,0 +1,83 @@
+"""End to end in a real browser: a lead asks for quota, an admin approves a modified amount."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from approvals.models import QuotaRequest
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_lead_requests_and_admin_approves_a_modified_cap(
+    open_session, artifacts, plan, lead_c, admin, gpu, strict_policy
+):
+    lead = open_session("lead-c")
+    lead.click("text=Requests")
+    lead.click("[data-testid=new-request]")
+    lead.select_option("#id_team", label="team-c")
+    row = lead.locator("[data-testid=line-0]")
+    row.locator("select[name=lines-0-team_namespace]").select_option(label="team-c-dev (demo)")
+    row.locator("select[name=lines-0-resource]").select_option(label="A100 card (nvidia.com/gpu)")
+    expect(row.locator("[data-current]")).to_have_text("2 / 4")  # prefilled current values
+    row.locator("input[name=lines-0-guarantee]").fill("3")
+    row.locator("input[name=lines-0-cap]").fill("6")
+    lead.fill("#id_justification", "nightly evaluation runs need a third card")
+    lead.screenshot(path=str(artifacts / "request-new.png"), full_page=True)
+    lead.click("[data-testid=submit]")
+    expect(lead.locator("[data-testid=status]")).to_have_text("submitted")
+    request_id = int(re.search(r"/requests/(\d+)/", lead.url).group(1))
+    expect(lead.locator("[data-testid=approve]")).to_have_count(0)
+
+    admin_page = open_session("admin")
+    admin_page.goto("/requests/?waiting=on")
+    admin_page.screenshot(path=str(artifacts / "requests-waiting.png"), full_page=True)
+    admin_page.click(f"[data-testid=request-{request_id}] a")
+    line_id = QuotaRequest.objects.get(pk=request_id).lines.get().pk
+    admin_page.fill(f"input[name=decided-{line_id}-cap]", "5")
+    admin_page.fill("#id_comment", "5 is enough until the new nodes arrive")
+    admin_page.screenshot(path=str(artifacts / "request-decide.png"), full_page=True)
+    admin_page.click("[data-testid=approve]")
+
+    expect(admin_page.locator("[data-testid=status]")).to_have_text("applying")
+    expect(admin_page.locator("[data-testid=decided-cap]")).to_have_text("5")
+    expect(admin_page.locator("[data-testid=timeline]")).to_contain_text("request.approved")
+    admin_page.screenshot(path=str(artifacts / "request-approved.png"), full_page=True)
+
+    lead.reload()
+    expect(lead.locator("[data-testid=decided-cap]")).to_have_text("5")
+    lead.screenshot(path=str(artifacts / "request-approved-lead.png"), full_page=True)
+    request = QuotaRequest.objects.get(pk=request_id)
+    assert request.status == QuotaRequest.Status.APPLYING
+    assert request.lines.get().decided_cap == 5
+
+
+def test_a_rule_broken_on_submit_is_shown_at_the_line_and_the_draft_is_kept(
+    open_session, artifacts, plan, lead_c, gpu
+):
+    lead = open_session("lead-c")
+    lead.goto("/")
+    lead.click("[data-testid=new-request-team-c]")  # the home page's button for leads
+    expect(lead.locator("#id_team")).to_have_value(str(plan["team-c"].team_id))
+    lead.locator("select[name=lines-0-team_namespace]").select_option(label="team-c-dev (demo)")
+    lead.locator("select[name=lines-0-resource]").select_option(label="A100 card (nvidia.com/gpu)")
+    lead.fill("input[name=lines-0-guarantee]", "2")
+    lead.fill("input[name=lines-0-cap]", "9")
+    lead.fill("#id_justification", "one big run")
+    lead.click("[data-testid=submit]")
+
+    line = lead.locator("[data-testid=line-0]")
+    expect(line).to_contain_text(
+        "cap 9 exceeds 50% of cluster demo capacity 16 nvidia.com/gpu (max 8)"
+    )
+    expect(line.locator("input[name=lines-0-cap]")).to_have_value("9")
+    lead.screenshot(path=str(artifacts / "request-refused.png"), full_page=True)
+    draft = QuotaRequest.objects.get()
+    assert draft.status == QuotaRequest.Status.DRAFT
+
+    # Fixing the line on the same page submits the same draft.
+    lead.fill("input[name=lines-0-cap]", "8")
+    lead.click("[data-testid=submit]")
+    expect(lead.locator("[data-testid=status]")).to_have_text(re.compile("submitted|applying"))
+    assert QuotaRequest.objects.count() == 1
