@@ -89,6 +89,19 @@ def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
             status, body = _wait_for(f"http://127.0.0.1:{port_of_cluster}/version", deadline)
             assert status == 200 and "gitVersion" in json.loads(body)
         assert (tmp_path / "portal.sqlite3").exists()
+        # The worker pushes the demo plan to the sandbox clusters right away.
+        quota_url = (
+            f"http://127.0.0.1:{sandbox_port}/api/v1/namespaces/team-a-training/resourcequotas/"
+            "gpu-quota"
+        )
+        while True:
+            status, body = _wait_for(quota_url, deadline)
+            if status == 200:
+                break
+            assert time.monotonic() < deadline, "the demo plan never reached the sandbox"
+            time.sleep(0.5)
+        hard = json.loads(body)["spec"]["hard"]
+        assert hard["requests.nvidia.com/gpu"] == "10"
     finally:
         proc.send_signal(signal.SIGINT)
         try:

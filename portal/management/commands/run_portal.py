@@ -139,6 +139,10 @@ class Command(BaseCommand):
             )
         if sandboxes:
             self._prepare_sandboxes()
+        # Push the demo plan to its clusters now rather than at beat's first tick.
+        from quotas.tasks import reconcile_clusters
+
+        reconcile_clusters.delay()
 
         self.stdout.write(
             self.style.SUCCESS(f"\nGPU quota portal: http://{bind}/")
