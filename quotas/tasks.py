@@ -40,6 +40,9 @@ def sync_cluster(self, cluster_id: int, trigger: str = SyncRun.Trigger.CHANGE) -
     try:
         cluster_sync(cluster_id=cluster_id, trigger=trigger, worker=self.request.hostname or "")
     except SyncBusy as exc:
+        if self.request.retries >= self.max_retries:
+            # Still busy: the reconciler finds the pending sync and runs it later.
+            return
         # The running sync may have read the plan before our change: run again after it.
         raise self.retry(exc=exc, countdown=backoff_seconds(self.request.retries)) from None
     except TransientSyncError as exc:

@@ -45,7 +45,8 @@ from quotas.signals import sync_finished
 
 log = logging.getLogger(__name__)
 
-RENEW_EVERY_OBJECTS = 10
+# The lease is renewed when a quarter of its time has passed (a database write each time).
+RENEW_AFTER_SHARE = 0.25
 CONFLICT_RETRIES = 3
 Action = SyncObjectResult.Action
 Key = tuple[str, str, str, str]
@@ -176,9 +177,12 @@ class ClusterSyncer:
         live = self.live_objects()
         outcomes: list[Outcome] = []
         failed_namespaces: set[str] = set()
-        for index, obj in enumerate(desired):
-            if index % RENEW_EVERY_OBJECTS == RENEW_EVERY_OBJECTS - 1:
+        renew_every = settings.SYNC_LEASE_SECONDS * RENEW_AFTER_SHARE
+        renew_at = time.monotonic() + renew_every
+        for obj in desired:
+            if time.monotonic() >= renew_at:
                 self.renew()
+                renew_at = time.monotonic() + renew_every
             key = object_key(obj)
             namespace = key[2]
             if namespace and namespace in failed_namespaces:

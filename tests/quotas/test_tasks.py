@@ -124,3 +124,15 @@ def test_two_workers_at_once_one_syncs_the_other_waits(cluster):
     for t in threads:
         t.join()
     assert len(won) == 1
+
+
+@pytest.mark.django_db
+def test_a_lease_taken_over_after_expiry_cannot_be_renewed(cluster):
+    from quotas.kube.sync import LeaseLost, lease_renew
+
+    stale = lease_acquire(cluster.id, "slow-worker", ttl=timedelta(seconds=-1))
+    fresh = lease_acquire(cluster.id, "new-worker")
+    assert fresh == stale + 1  # the epoch is a fencing token
+    with pytest.raises(LeaseLost):
+        lease_renew(cluster.id, "slow-worker", stale)
+    lease_renew(cluster.id, "new-worker", fresh)
