@@ -151,3 +151,33 @@ def test_children_do_not_outlive_a_killed_run_portal(tmp_path):
     while _port_open(port) or _port_open(sandbox_port):
         assert time.monotonic() < deadline, "children outlived run_portal"
         time.sleep(0.3)
+
+
+def test_run_portal_without_schemas_still_serves_the_portal(tmp_path):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in UNSET}
+    env.update(
+        {
+            "PORTAL_VAR_DIR": str(tmp_path),
+            "DJANGO_SETTINGS_MODULE": "portal.settings",
+            "KUBE_SCHEMA_DIR": str(tmp_path / "no-schemas-here"),
+        }
+    )
+    log = (tmp_path / "run.log").open("w+")
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "run_portal", "--port", str(port), "--web-workers", "1"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        status, _ = _wait_for(f"http://127.0.0.1:{port}/login/", time.monotonic() + 180)
+        assert status == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=60)
+        log.seek(0)
+        output = log.read()
+    assert code == 0, output
+    assert "Not starting the sandbox clusters" in output

@@ -60,7 +60,9 @@ class Command(BaseCommand):
         bind = f"{options['host']}:{options['port']}"
 
         commands: dict[str, list[str]] = {}
-        sandboxes = {} if options["no_sandbox"] else self._sandbox_clusters(options["sandbox_port"])
+        sandboxes = {}
+        if not options["no_sandbox"] and self._schemas_present():
+            sandboxes = self._sandbox_clusters(options["sandbox_port"])
         for name, port in sandboxes.items():
             commands[f"sandbox:{name}"] = [
                 python,
@@ -171,6 +173,18 @@ class Command(BaseCommand):
         if exit_code:
             sys.exit(exit_code)
         self.stdout.write("Stopped.")
+
+    def _schemas_present(self) -> bool:
+        """The sandbox validates against the real schemas; without them the portal still runs
+        (syncs to the demo clusters then fail visibly instead of the whole demo)."""
+        from quotas.kube.schemas import SchemaDirNotFound, schema_dir
+
+        try:
+            schema_dir()
+        except SchemaDirNotFound as exc:
+            self.stderr.write(f"Not starting the sandbox clusters: {exc}")
+            return False
+        return True
 
     def _sandbox_clusters(self, first_port: int) -> dict[str, int]:
         """One sandbox API server per sandbox cluster (each cluster is its own API server, as
