@@ -349,9 +349,16 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 class SyncObjectResultInline(admin.TabularInline):
+    """What the run changed or failed on; every object is in the sync object results list."""
+
     model = SyncObjectResult
     extra = 0
     can_delete = False
+    verbose_name_plural = "changes and errors"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).exclude(action=SyncObjectResult.Action.UNCHANGED)
+
     fields = ["action", "kind", "namespace", "name", "diff", "error"]
     readonly_fields = fields
 

@@ -416,7 +416,9 @@ def _record(run, cluster_id, plan, outcomes, error, request_ids, started) -> Non
                     error=o.error,
                 )
                 for o in outcomes
-                if o.action != Action.UNCHANGED
+                # Periodic drift checks store only what they found; a sync of a change records
+                # every object, unchanged ones included.
+                if o.action != Action.UNCHANGED or run.trigger != SyncRun.Trigger.RECONCILE
             ],
             batch_size=500,
         )

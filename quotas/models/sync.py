@@ -76,7 +76,8 @@ class SyncRun(models.Model):
 
 
 class SyncObjectResult(models.Model):
-    """What a run did to one object (unchanged objects are only counted, not stored)."""
+    """What a run did to one object. Periodic drift checks (trigger reconcile) store only the
+    objects they changed or found changed; unchanged ones are counted in SyncRun.counts."""
 
     class Action(models.TextChoices):
         CREATED = "created", "created"

@@ -397,3 +397,12 @@ def test_permanent_error_is_recorded_and_the_request_failed_visibly(demo, mig_sa
     request.refresh_from_db()
     assert request.status == SyncRequest.Status.FAILED and request.attempts == 1
     assert json.dumps(run.counts)
+
+
+def test_a_change_sync_records_every_object_a_drift_check_only_findings(demo, kube_sandbox):
+    cluster = demo["demo"]
+    first = sync(cluster)
+    assert SyncObjectResult.objects.filter(run=first).count() == first.objects_total
+    check = sync(cluster, SyncRun.Trigger.RECONCILE)
+    assert check.objects_total == first.objects_total
+    assert not SyncObjectResult.objects.filter(run=check).exists()
