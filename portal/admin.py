@@ -1,6 +1,7 @@
 from django.contrib import admin
 
-from portal.models import WorkerHeartbeat
+from portal.models import ApiToken, WorkerHeartbeat
+from portal.tokens import api_token_revoke
 
 
 @admin.register(WorkerHeartbeat)
@@ -8,3 +9,35 @@ class WorkerHeartbeatAdmin(admin.ModelAdmin):
     list_display = ["hostname", "last_seen", "beats"]
     search_fields = ["hostname"]
     readonly_fields = ["hostname", "last_seen", "beats"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Read-only: tokens are made with `manage.py create_api_token`; the hash is never shown."""
+
+    list_display = [
+        "name",
+        "user",
+        "prefix",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+    ]
+    list_filter = ["revoked_at"]
+    search_fields = ["name", "prefix", "user__username"]
+    fields = ["name", "user", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.action(description="Revoke the selected tokens", permissions=["delete"])
+    def revoke(self, request, queryset):
+        for token in queryset.filter(revoked_at__isnull=True):
+            api_token_revoke(token=token)
+
+    actions = ["revoke"]

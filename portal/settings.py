@@ -161,10 +161,13 @@ KUBE_SCHEMA_DIR = env.str("KUBE_SCHEMA_DIR", default="")
 KUBE_MANAGED_BY = env.str("KUBE_MANAGED_BY", default="gpu-quota-portal")
 
 REST_FRAMEWORK = {
+    # Tokens first: their WWW-Authenticate header makes missing credentials a 401, not a 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "portal.api.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
 }
 
 # Public address of the portal, for links in notifications.

@@ -20,4 +20,5 @@ urlpatterns = [
     path("requests/", include("approvals.urls")),
     path("audit/export.csv", audit_export_csv, name="audit-export"),
     path("admin/", admin.site.urls),
+    path("api/v1/", include("portal.api.urls")),
 ]

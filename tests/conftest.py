@@ -6,6 +6,7 @@ from decimal import Decimal
 import pytest
 from django.contrib.auth.models import User
 
+from approvals.models import ApprovalPolicy
 from quotas.models import Cluster, ClusterCapacity, Resource, Team, TeamMembership, TeamNamespace
 from quotas.roles import AUDITORS, PLATFORM_ADMINS, ensure_role_groups
 from quotas.services import allocation_set
@@ -111,6 +112,38 @@ def alloc_a(ns_a, gpu, admin):
 def alloc_b(ns_b, gpu, admin):
     return allocation_set(
         team_namespace=ns_b, resource=gpu, guarantee=4, cap=6, acting_user=admin, reason="seed"
+    )
+
+
+@pytest.fixture
+def plan(db, cluster, gpu, team_a, team_b, admin):
+    team_c = Team.objects.create(slug="team-c", name="Team C")
+    namespaces = {}
+    for team, name, g, c in (
+        (team_a, "team-a-training", 6, 10),
+        (team_b, "team-b-inference", 4, 6),
+        (team_c, "team-c-dev", 2, 4),
+    ):
+        ns = TeamNamespace.objects.create(team=team, cluster=cluster, name=name)
+        allocation_set(team_namespace=ns, resource=gpu, guarantee=g, cap=c, acting_user=admin)
+        namespaces[team.slug] = ns
+    return namespaces
+
+
+@pytest.fixture
+def lead_c(plan):
+    user = make_user("lead-c")
+    TeamMembership.objects.create(
+        team=plan["team-c"].team, user=user, role=TeamMembership.Role.LEAD
+    )
+    return user
+
+
+@pytest.fixture
+def strict_policy(cluster):
+    """No auto-approval: every request waits for an admin."""
+    return ApprovalPolicy.objects.create(
+        cluster=cluster, auto_approve_decreases=False, auto_approve_increase_max=0
     )
 
 

@@ -1,47 +1,9 @@
-"""The seed example for approvals: cluster demo (16 GPUs), teams A 6/10, B 4/6, C 2/4."""
+"""Helpers for approvals tests; the seed example fixtures (plan, lead_c, strict_policy) live in
+tests/conftest.py."""
 
-from datetime import timedelta
-
-import pytest
 from django.utils import timezone
 
-from approvals.models import ApprovalPolicy
 from approvals.services import LineInput, request_create
-from quotas.models import Team, TeamMembership, TeamNamespace
-from quotas.services import allocation_set
-from tests.conftest import make_user
-
-
-@pytest.fixture
-def plan(db, cluster, gpu, team_a, team_b, admin):
-    team_c = Team.objects.create(slug="team-c", name="Team C")
-    namespaces = {}
-    for team, name, g, c in (
-        (team_a, "team-a-training", 6, 10),
-        (team_b, "team-b-inference", 4, 6),
-        (team_c, "team-c-dev", 2, 4),
-    ):
-        ns = TeamNamespace.objects.create(team=team, cluster=cluster, name=name)
-        allocation_set(team_namespace=ns, resource=gpu, guarantee=g, cap=c, acting_user=admin)
-        namespaces[team.slug] = ns
-    return namespaces
-
-
-@pytest.fixture
-def lead_c(plan):
-    user = make_user("lead-c")
-    TeamMembership.objects.create(
-        team=plan["team-c"].team, user=user, role=TeamMembership.Role.LEAD
-    )
-    return user
-
-
-@pytest.fixture
-def strict_policy(cluster):
-    """No auto-approval: every request waits for an admin."""
-    return ApprovalPolicy.objects.create(
-        cluster=cluster, auto_approve_decreases=False, auto_approve_increase_max=0
-    )
 
 
 def new_request(user, ns, gpu, guarantee, cap, *, kind="permanent", ends_in=None, **kwargs):
@@ -54,11 +16,3 @@ def new_request(user, ns, gpu, guarantee, cap, *, kind="permanent", ends_in=None
         starts_at=kwargs.get("starts_at"),
         ends_at=timezone.now() + ends_in if ends_in else None,
     )
-
-
-@pytest.fixture
-def make_request():
-    return new_request
-
-
-__all__ = ["new_request", "timedelta"]

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.approvals.conftest import lead_c, plan, strict_policy  # noqa: F401 - fixtures
-
 CHROMIUM = os.environ.get("PORTAL_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",

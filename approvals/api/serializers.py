@@ -1,0 +1,136 @@
+"""How quota requests look in the API, and what creating and deciding them takes."""
+
+from rest_framework import serializers
+
+from approvals.models import Approval, QuotaRequest, RequestLine
+from quotas.api.serializers import AmountField
+
+AMOUNT = {"max_digits": 14, "decimal_places": 3}
+
+
+class ApprovalSerializer(serializers.ModelSerializer):
+    admin = serializers.CharField(source="admin.username")
+
+    class Meta:
+        model = Approval
+        fields = ["admin", "created_at", "comment"]
+
+
+class RequestLineSerializer(serializers.ModelSerializer):
+    namespace = serializers.CharField(source="team_namespace.name")
+    cluster = serializers.CharField(source="team_namespace.cluster.name")
+    resource = serializers.CharField(source="resource.name")
+    current = serializers.SerializerMethodField()
+    requested = serializers.SerializerMethodField()
+    decided = serializers.SerializerMethodField()
+
+    class Meta:
+        model = RequestLine
+        fields = [
+            "id",
+            "namespace",
+            "cluster",
+            "resource",
+            "current",
+            "requested",
+            "decided",
+            "applied_version",
+        ]
+
+    @staticmethod
+    def _values(line: RequestLine, prefix: str) -> dict:
+        amount = AmountField().to_representation
+        return {
+            "guarantee": amount(getattr(line, f"{prefix}_guarantee")),
+            "cap": amount(getattr(line, f"{prefix}_cap")),
+            "per_pod_max": amount(getattr(line, f"{prefix}_per_pod_max")),
+            "priority_classes": getattr(line, f"{prefix}_priority_classes"),
+        }
+
+    def get_current(self, line: RequestLine) -> dict:
+        return {**self._values(line, "current"), "version": line.current_version}
+
+    def get_requested(self, line: RequestLine) -> dict:
+        return self._values(line, "requested")
+
+    def get_decided(self, line: RequestLine) -> dict | None:
+        return None if line.decided_cap is None else self._values(line, "decided")
+
+
+class RequestSerializer(serializers.ModelSerializer):
+    team = serializers.CharField(source="team.slug")
+    requested_by = serializers.CharField(source="requested_by.username")
+    decided_by = serializers.CharField(source="decided_by.username", default=None)
+    lines = RequestLineSerializer(many=True)
+    approvals = ApprovalSerializer(many=True)
+
+    class Meta:
+        model = QuotaRequest
+        fields = [
+            "id",
+            "team",
+            "status",
+            "kind",
+            "justification",
+            "requested_by",
+            "starts_at",
+            "ends_at",
+            "created_at",
+            "updated_at",
+            "submitted_at",
+            "decided_at",
+            "decided_by",
+            "decision_comment",
+            "auto_approved",
+            "approvals_needed",
+            "approvals",
+            "findings",
+            "lines",
+        ]
+
+
+# --- input --------------------------------------------------------------------------------
+
+
+class LineInputSerializer(serializers.Serializer):
+    namespace = serializers.CharField(max_length=63)
+    cluster = serializers.CharField(max_length=63)
+    resource = serializers.CharField(max_length=253)
+    guarantee = serializers.DecimalField(**AMOUNT)
+    cap = serializers.DecimalField(**AMOUNT)
+    per_pod_max = serializers.DecimalField(**AMOUNT, required=False, allow_null=True)
+    priority_classes = serializers.ListField(
+        child=serializers.CharField(max_length=253), required=False, default=list
+    )
+
+
+class RequestCreateSerializer(serializers.Serializer):
+    team = serializers.CharField(max_length=63)
+    justification = serializers.CharField(allow_blank=True)
+    kind = serializers.ChoiceField(
+        choices=QuotaRequest.Kind.choices, default=QuotaRequest.Kind.PERMANENT
+    )
+    starts_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    ends_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    lines = LineInputSerializer(many=True, allow_empty=False)
+    submit = serializers.BooleanField(default=False)
+
+
+class DecisionInputSerializer(serializers.Serializer):
+    line = serializers.IntegerField()
+    guarantee = serializers.DecimalField(**AMOUNT)
+    cap = serializers.DecimalField(**AMOUNT)
+    per_pod_max = serializers.DecimalField(**AMOUNT, required=False, allow_null=True)
+    priority_classes = serializers.ListField(
+        child=serializers.CharField(max_length=253), required=False, allow_null=True
+    )
+
+
+class ApproveSerializer(serializers.Serializer):
+    comment = serializers.CharField(required=False, allow_blank=True, default="")
+    decisions = DecisionInputSerializer(many=True, required=False, default=list)
+
+
+class CommentSerializer(serializers.Serializer):
+    # Blank is let through: the services say which actions need a comment, and why.
+    comment = serializers.CharField(required=False, allow_blank=True, default="")

@@ -1,0 +1,191 @@
+"""API views of quota requests: parse, fetch through requests_visible_to, one service, serialize.
+
+The services decide who may act (leads for their teams, admins decide, nobody approves their
+own request, auditors change nothing); the views only make sure nobody acts on, or learns of,
+a request they cannot see.
+"""
+
+from django.db.models import Prefetch, QuerySet
+from rest_framework import generics, status
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from approvals import services
+from approvals.api.serializers import (
+    ApproveSerializer,
+    CommentSerializer,
+    RequestCreateSerializer,
+    RequestSerializer,
+)
+from approvals.models import Approval, QuotaRequest, RequestLine
+from approvals.selectors import requests_visible_to
+from portal.api.pagination import ApiPagination
+from portal.errors import ApplicationError, ValidationFailed
+from quotas.models import Resource, Team
+from quotas.selectors import namespaces_visible_to, teams_visible_to
+
+
+def _requests_for(user) -> QuerySet[QuotaRequest]:
+    return (
+        requests_visible_to(user)
+        .select_related("team", "requested_by", "decided_by")
+        .prefetch_related(
+            Prefetch(
+                "lines",
+                queryset=RequestLine.objects.select_related(
+                    "team_namespace__cluster", "resource"
+                ).order_by("id"),
+            ),
+            Prefetch("approvals", queryset=Approval.objects.select_related("admin")),
+        )
+        .order_by("-created_at", "-id")
+    )
+
+
+def _visible_request(user, pk: int) -> QuotaRequest:
+    found = _requests_for(user).filter(pk=pk).first()
+    if found is None:
+        raise NotFound(f"request #{pk} does not exist or is not visible to you")
+    return found
+
+
+def _team(user, slug: str) -> Team:
+    team = teams_visible_to(user).filter(slug=slug).first()
+    if team is None:
+        raise ValidationFailed(f"team: unknown team {slug!r}", field="team")
+    return team
+
+
+def _line_inputs(user, lines: list[dict]) -> list[services.LineInput]:
+    """Names (cluster, namespace, resource) to ids, among the namespaces the user sees."""
+    namespaces = namespaces_visible_to(user)
+    inputs = []
+    for index, line in enumerate(lines):
+        where = f"lines[{index}]"
+        ns = namespaces.filter(cluster__name=line["cluster"], name=line["namespace"]).first()
+        if ns is None:
+            raise ValidationFailed(
+                f"{where}.namespace: unknown namespace {line['namespace']!r} "
+                f"on cluster {line['cluster']!r}",
+                field=f"{where}.namespace",
+            )
+        resource = Resource.objects.filter(name=line["resource"]).first()
+        if resource is None:
+            raise ValidationFailed(
+                f"{where}.resource: unknown resource {line['resource']!r}",
+                field=f"{where}.resource",
+            )
+        inputs.append(
+            services.LineInput(
+                team_namespace_id=ns.pk,
+                resource_id=resource.pk,
+                guarantee=line["guarantee"],
+                cap=line["cap"],
+                per_pod_max=line.get("per_pod_max"),
+                priority_classes=tuple(line.get("priority_classes") or ()),
+            )
+        )
+    return inputs
+
+
+class RequestList(generics.ListCreateAPIView):
+    """GET: ?status=&team= ; POST: create a draft, and submit it when "submit" is true."""
+
+    serializer_class = RequestSerializer
+    pagination_class = ApiPagination
+
+    def get_queryset(self):
+        requests = _requests_for(self.request.user)
+        if value := self.request.query_params.get("status"):
+            requests = requests.filter(status=value)
+        if value := self.request.query_params.get("team"):
+            requests = requests.filter(team__slug=value)
+        return requests
+
+    def create(self, request: Request, *args, **kwargs) -> Response:
+        form = RequestCreateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        user = request.user
+        draft = services.request_create(
+            team=_team(user, data["team"]),
+            acting_user=user,
+            justification=data["justification"],
+            lines=_line_inputs(user, data["lines"]),
+            kind=data["kind"],
+            starts_at=data["starts_at"],
+            ends_at=data["ends_at"],
+        )
+        if data["submit"]:
+            try:
+                services.request_submit(request=draft, acting_user=user)
+            except ApplicationError as exc:
+                # Like the UI: the draft is kept, so the client can fix and resubmit it.
+                exc.extra.setdefault("request", draft.pk)
+                exc.extra.setdefault("request_status", QuotaRequest.Status.DRAFT)
+                raise
+        body = RequestSerializer(_visible_request(user, draft.pk)).data
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class RequestDetail(generics.RetrieveAPIView):
+    serializer_class = RequestSerializer
+
+    def get_object(self):
+        return _visible_request(self.request.user, self.kwargs["pk"])
+
+
+def _submit(qr, user, data):
+    return services.request_submit(request=qr, acting_user=user)
+
+
+def _withdraw(qr, user, data):
+    return services.request_withdraw(request=qr, acting_user=user, comment=data["comment"])
+
+
+def _approve(qr, user, data):
+    decisions = [
+        services.Decision(
+            line_id=d["line"],
+            guarantee=d["guarantee"],
+            cap=d["cap"],
+            per_pod_max=d.get("per_pod_max"),
+            priority_classes=(
+                tuple(d["priority_classes"]) if d.get("priority_classes") is not None else None
+            ),
+        )
+        for d in data["decisions"]
+    ]
+    return services.request_approve(
+        request=qr, acting_user=user, comment=data["comment"], decisions=decisions
+    )
+
+
+def _reject(qr, user, data):
+    return services.request_reject(request=qr, acting_user=user, comment=data["comment"])
+
+
+def _changes(qr, user, data):
+    return services.request_changes(request=qr, acting_user=user, comment=data["comment"])
+
+
+class RequestAction(APIView):
+    """POST /requests/<id>/<action>/: one transition, answered with the request."""
+
+    actions = {
+        "submit": (CommentSerializer, _submit),
+        "withdraw": (CommentSerializer, _withdraw),
+        "approve": (ApproveSerializer, _approve),
+        "reject": (CommentSerializer, _reject),
+        "changes": (CommentSerializer, _changes),
+    }
+
+    def post(self, request: Request, pk: int, action: str) -> Response:
+        form_class, service = self.actions[action]
+        form = form_class(data=request.data)
+        form.is_valid(raise_exception=True)
+        qr = _visible_request(request.user, pk)
+        service(qr, request.user, form.validated_data)
+        return Response(RequestSerializer(_visible_request(request.user, pk)).data)

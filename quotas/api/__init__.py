@@ -1,0 +1,1 @@
+"""REST API of quotas: teams, allocations, clusters and plan findings (read-only)."""

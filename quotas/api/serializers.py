@@ -1,0 +1,104 @@
+"""How quota data looks in the API. Amounts are strings ("10", "0.5"), never floats."""
+
+from rest_framework import serializers
+
+from quotas.models import Allocation, Cluster, Team, TeamNamespace
+from quotas.rules import fmt
+
+
+class AmountField(serializers.Field):
+    """A resource amount as text without trailing zeros; read-only."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("read_only", True)
+        super().__init__(**kwargs)
+
+    def to_representation(self, value):
+        return None if value is None else fmt(value)
+
+
+class TeamNamespaceSerializer(serializers.ModelSerializer):
+    cluster = serializers.CharField(source="cluster.name")
+
+    class Meta:
+        model = TeamNamespace
+        fields = ["name", "cluster", "workload_class", "shadow"]
+
+
+class TeamSerializer(serializers.ModelSerializer):
+    parent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    namespaces = TeamNamespaceSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Team
+        fields = ["slug", "name", "description", "parent", "contact_email", "namespaces"]
+
+
+class AllocationSerializer(serializers.ModelSerializer):
+    namespace = serializers.CharField(source="team_namespace.name")
+    cluster = serializers.CharField(source="team_namespace.cluster.name")
+    team = serializers.CharField(source="team_namespace.team.slug")
+    resource = serializers.CharField(source="resource.name")
+    guarantee = AmountField()
+    cap = AmountField()
+    per_pod_max = AmountField()
+
+    class Meta:
+        model = Allocation
+        fields = [
+            "id",
+            "namespace",
+            "cluster",
+            "team",
+            "resource",
+            "guarantee",
+            "cap",
+            "per_pod_max",
+            "priority_classes",
+            "version",
+            "updated_at",
+        ]
+
+
+class CapacityLineSerializer(serializers.Serializer):
+    resource = serializers.CharField()
+    unit = serializers.CharField()
+    capacity = AmountField()
+    guaranteed = AmountField()
+    capped = AmountField()
+    free_guarantee = AmountField()
+    overcommit_ratio = AmountField()
+    over_promised = serializers.BooleanField()
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    backends = serializers.ListField(child=serializers.CharField(), read_only=True)
+    max_cap_share = AmountField(source="effective_max_cap_share")
+    resources = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Cluster
+        fields = [
+            "name",
+            "display_name",
+            "environment",
+            "sync_mode",
+            "backends",
+            "max_cap_share",
+            "plan_generation",
+            "resources",
+        ]
+
+    def get_resources(self, cluster: Cluster) -> list[dict]:
+        lines = self.context["capacity"].get(cluster.name, [])
+        return CapacityLineSerializer(lines, many=True).data
+
+
+class FindingSerializer(serializers.Serializer):
+    level = serializers.CharField()
+    rule = serializers.CharField()
+    field = serializers.CharField()
+    message = serializers.CharField()
+    cluster = serializers.CharField()
+    namespace = serializers.CharField()
+    resource = serializers.CharField()
