@@ -585,24 +585,34 @@ def requests_follow_syncs(*, request_ids: Iterable[int] | None = None) -> list[i
     return moved
 
 
-def requests_start_due(*, now: datetime | None = None) -> list[int]:
-    """Apply approved temporary grants whose start has come."""
-    now = now or timezone.now()
-    started = []
-    due = QuotaRequest.objects.filter(
-        status=S.APPROVED, kind=QuotaRequest.Kind.TEMPORARY, starts_at__lte=now
-    )
-    for request_id in due.values_list("pk", flat=True):
+def _each_locked_in(status: str, request_ids, step) -> list[int]:
+    """Run `step` on each request still in `status`, one transaction each, with the locks of a
+    decision taken in their fixed order (capacity rows, request, allocations and clusters)."""
+    done = []
+    for request_id in list(request_ids):
         with transaction.atomic():
             request = QuotaRequest.objects.get(pk=request_id)
             _lock_capacity(request)
             request = lock_request(request_id)
-            if request.status != S.APPROVED:
-                continue
+            if request.status != status:
+                continue  # moved on since it was picked
             _lock_allocations(request)
-            _apply(request, _lines(request), acting_user=None)
-            started.append(request_id)
-    return started
+            step(request)
+            done.append(request_id)
+    return done
+
+
+def requests_start_due(*, now: datetime | None = None) -> list[int]:
+    """Apply approved temporary grants whose start has come."""
+    now = now or timezone.now()
+    due = QuotaRequest.objects.filter(
+        status=S.APPROVED, kind=QuotaRequest.Kind.TEMPORARY, starts_at__lte=now
+    )
+    return _each_locked_in(
+        S.APPROVED,
+        due.values_list("pk", flat=True),
+        lambda request: _apply(request, _lines(request), acting_user=None),
+    )
 
 
 def requests_notify_expiring(*, now: datetime | None = None) -> list[int]:
@@ -630,23 +640,16 @@ def requests_notify_expiring(*, now: datetime | None = None) -> list[int]:
 def requests_expire_due(*, now: datetime | None = None) -> list[int]:
     """End temporary grants: restore the allocation as it was before, sync, mark expired."""
     now = now or timezone.now()
-    expired = []
+
+    def expire(request: QuotaRequest) -> None:
+        notes = _revert(request)
+        transition(request, S.EXPIRED, acting_user=None, comment="; ".join(notes))
+        request.reverted_at = now
+        request.save(update_fields=["reverted_at"])
+        _notify(request, "request.expired")
+
     due = QuotaRequest.objects.filter(status=S.ACTIVE, ends_at__lte=now)
-    for request_id in due.values_list("pk", flat=True):
-        with transaction.atomic():
-            request = QuotaRequest.objects.get(pk=request_id)
-            _lock_capacity(request)
-            request = lock_request(request_id)
-            if request.status != S.ACTIVE:
-                continue
-            _lock_allocations(request)
-            notes = _revert(request)
-            transition(request, S.EXPIRED, acting_user=None, comment="; ".join(notes))
-            request.reverted_at = now
-            request.save(update_fields=["reverted_at"])
-            _notify(request, "request.expired")
-            expired.append(request_id)
-    return expired
+    return _each_locked_in(S.ACTIVE, due.values_list("pk", flat=True), expire)
 
 
 def _revert(request: QuotaRequest) -> list[str]:
