@@ -392,6 +392,11 @@ def _run_syncer(*, cluster, plan, managed, client, renew) -> tuple[list[Outcome]
     return outcomes, "", any(o.transient for o in outcomes)
 
 
+def _key_fields(key: Key) -> dict[str, str]:
+    """An object key as the fields of the rows that describe objects."""
+    return dict(zip(("api_version", "kind", "namespace", "name"), key, strict=True))
+
+
 def _record(run, cluster_id, plan, outcomes, error, request_ids, started) -> None:
     counts: dict[str, int] = {}
     for o in outcomes:
@@ -407,10 +412,7 @@ def _record(run, cluster_id, plan, outcomes, error, request_ids, started) -> Non
             [
                 SyncObjectResult(
                     run=run,
-                    api_version=o.key[0],
-                    kind=o.key[1],
-                    namespace=o.key[2],
-                    name=o.key[3],
+                    **_key_fields(o.key),
                     action=o.action,
                     diff=o.diff,
                     error=o.error,
@@ -435,10 +437,7 @@ def _record(run, cluster_id, plan, outcomes, error, request_ids, started) -> Non
                     to_create.append(
                         ManagedObject(
                             cluster_id=cluster_id,
-                            api_version=o.key[0],
-                            kind=o.key[1],
-                            namespace=o.key[2],
-                            name=o.key[3],
+                            **_key_fields(o.key),
                             applied=o.applied,
                             generation=plan.generation,
                         )
@@ -450,22 +449,13 @@ def _record(run, cluster_id, plan, outcomes, error, request_ids, started) -> Non
             ManagedObject.objects.bulk_update(to_update, ["applied", "generation"], batch_size=500)
         deleted = [o.key for o in outcomes if o.action == Action.DELETED]
         for key in deleted:
-            ManagedObject.objects.filter(
-                cluster_id=cluster_id,
-                api_version=key[0],
-                kind=key[1],
-                namespace=key[2],
-                name=key[3],
-            ).delete()
+            ManagedObject.objects.filter(cluster_id=cluster_id, **_key_fields(key)).delete()
         DriftEvent.objects.bulk_create(
             [
                 DriftEvent(
                     cluster_id=cluster_id,
                     run=run,
-                    api_version=o.key[0],
-                    kind=o.key[1],
-                    namespace=o.key[2],
-                    name=o.key[3],
+                    **_key_fields(o.key),
                     changes=o.drift,
                     restored=o.drift_restored,
                 )
