@@ -53,30 +53,33 @@ def _port_open(port: int) -> bool:
     return True
 
 
-def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
+def _ports() -> tuple[int, int]:
+    """A web port and a first sandbox port whose next port is free too."""
     port, sandbox_port = free_port(), free_port()
     while free_port_after(sandbox_port) is False:
         sandbox_port = free_port()
+    return port, sandbox_port
+
+
+def _start(tmp_path, *args: str, stdout=subprocess.DEVNULL, **env_extra) -> subprocess.Popen:
+    """run_portal as `make run` starts it, on a bare machine's settings."""
     env = {k: v for k, v in os.environ.items() if k not in UNSET}
-    env.update({"PORTAL_VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "portal.settings"})
-    log = (tmp_path / "run.log").open("w+")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "manage.py",
-            "run_portal",
-            "--port",
-            str(port),
-            "--sandbox-port",
-            str(sandbox_port),
-            "--web-workers",
-            "1",
-        ],
+    env.update(
+        {"PORTAL_VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "portal.settings", **env_extra}
+    )
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "run_portal", "--web-workers", "1", *args],
         cwd=ROOT,
         env=env,
-        stdout=log,
+        stdout=stdout,
         stderr=subprocess.STDOUT,
     )
+
+
+def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
+    port, sandbox_port = _ports()
+    log = (tmp_path / "run.log").open("w+")
+    proc = _start(tmp_path, "--port", str(port), "--sandbox-port", str(sandbox_port), stdout=log)
     try:
         deadline = time.monotonic() + 180
         status, body = _wait_for(f"http://127.0.0.1:{port}/login/", deadline)
@@ -120,28 +123,8 @@ def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
 
 
 def test_children_do_not_outlive_a_killed_run_portal(tmp_path):
-    port, sandbox_port = free_port(), free_port()
-    while free_port_after(sandbox_port) is False:
-        sandbox_port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in UNSET}
-    env.update({"PORTAL_VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "portal.settings"})
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "manage.py",
-            "run_portal",
-            "--port",
-            str(port),
-            "--sandbox-port",
-            str(sandbox_port),
-            "--web-workers",
-            "1",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
+    port, sandbox_port = _ports()
+    proc = _start(tmp_path, "--port", str(port), "--sandbox-port", str(sandbox_port))
     try:
         _wait_for(f"http://127.0.0.1:{port}/login/", time.monotonic() + 180)
     finally:
@@ -155,21 +138,13 @@ def test_children_do_not_outlive_a_killed_run_portal(tmp_path):
 
 def test_run_portal_without_schemas_still_serves_the_portal(tmp_path):
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in UNSET}
-    env.update(
-        {
-            "PORTAL_VAR_DIR": str(tmp_path),
-            "DJANGO_SETTINGS_MODULE": "portal.settings",
-            "KUBE_SCHEMA_DIR": str(tmp_path / "no-schemas-here"),
-        }
-    )
     log = (tmp_path / "run.log").open("w+")
-    proc = subprocess.Popen(
-        [sys.executable, "manage.py", "run_portal", "--port", str(port), "--web-workers", "1"],
-        cwd=ROOT,
-        env=env,
+    proc = _start(
+        tmp_path,
+        "--port",
+        str(port),
         stdout=log,
-        stderr=subprocess.STDOUT,
+        KUBE_SCHEMA_DIR=str(tmp_path / "no-schemas-here"),
     )
     try:
         status, _ = _wait_for(f"http://127.0.0.1:{port}/login/", time.monotonic() + 180)
