@@ -83,9 +83,9 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as var_dir:
         _setup_django(var_dir)
+        from kubesandbox import SandboxServer
         from quotas.kube.plan import cluster_plan
         from quotas.kube.render import render_cluster
-        from quotas.kube.sandbox import SandboxServer
         from quotas.kube.sync import cluster_sync
 
         baseline_server = SandboxServer(port=0).start()

@@ -1,12 +1,16 @@
-"""Shared fixtures: named personas on the seed's example (16 A100, teams A-C)."""
+"""Shared fixtures: named personas on the seed's example (16 A100, teams A-C), and the
+Kubernetes API test server with a client for it (``kube_sandbox``, ``kube_client``)."""
 
 import socket
+from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
 from django.contrib.auth.models import User
+from kubernetes import client as k8s
 
 from approvals.models import ApprovalPolicy
+from kubesandbox import SandboxServer
 from quotas.models import Cluster, ClusterCapacity, Resource, Team, TeamMembership, TeamNamespace
 from quotas.roles import AUDITORS, PLATFORM_ADMINS, ensure_role_groups
 from quotas.services import allocation_set
@@ -165,3 +169,36 @@ def no_leftover_tasks(request):
     yield
     if committing:
         _purge_broker()
+
+
+# --- the Kubernetes API test server ---------------------------------------------------
+
+
+@pytest.fixture
+def kube_sandbox() -> Iterator[SandboxServer]:
+    """A running test server API server with only the default namespaces; stopped afterwards."""
+    server = SandboxServer(host="127.0.0.1", port=0).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def api_client_for(server: SandboxServer, *, retries: int | None = None) -> k8s.ApiClient:
+    """An official-client ApiClient for ``server`` (with its bearer token, if it has one)."""
+    configuration = k8s.Configuration()
+    configuration.host = server.url
+    configuration.retries = retries
+    if server.token:
+        configuration.api_key = {"authorization": f"Bearer {server.token}"}
+    return k8s.ApiClient(configuration)
+
+
+@pytest.fixture
+def kube_client(kube_sandbox: SandboxServer) -> Iterator[k8s.ApiClient]:
+    """``kubernetes.client.ApiClient`` pointed at ``kube_sandbox``; closed afterwards."""
+    api_client = api_client_for(kube_sandbox)
+    try:
+        yield api_client
+    finally:
+        api_client.close()

@@ -2,7 +2,7 @@
 
 Pure functions over the frozen plan dataclasses: no I/O, no Django. Every function returns plain
 ``dict`` objects (apiVersion, kind, metadata, spec/data ...) ready to be applied, validated with
-``quotas.kube.schemas.validate_object`` or dumped as YAML. Same plan in, same objects out, in the
+``kubesandbox.schemas.validate_object`` or dumped as YAML. Same plan in, same objects out, in the
 same order (``render_cluster`` sorts them for applying).
 
 Mapping (see shared/PRODUCT.md, "How an allocation maps onto cluster objects"):

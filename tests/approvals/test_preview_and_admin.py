@@ -8,13 +8,12 @@ from approvals.services import request_submit
 from quotas.kube.sync import cluster_sync
 from quotas.models import Cluster
 from tests.approvals.conftest import new_request
-from tests.quotas.kube.conftest import kube_sandbox  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def submitted(plan, lead_c, gpu, strict_policy, kube_sandbox):  # noqa: F811
+def submitted(plan, lead_c, gpu, strict_policy, kube_sandbox):
     cluster = plan["team-c"].cluster
     Cluster.objects.filter(pk=cluster.pk).update(sandbox_url=kube_sandbox.url)
     assert cluster_sync(cluster_id=cluster.pk).status == "succeeded"
@@ -25,7 +24,7 @@ def submitted(plan, lead_c, gpu, strict_policy, kube_sandbox):  # noqa: F811
 
 def test_preview_of_a_pending_request_shows_its_change_and_writes_nothing(
     submitted,
-    kube_sandbox,  # noqa: F811
+    kube_sandbox,
 ):
     kube_sandbox.stats.reset()
     [(cluster, outcomes)] = request_preview(submitted).items()
@@ -40,7 +39,7 @@ def test_preview_of_a_pending_request_shows_its_change_and_writes_nothing(
     assert kube_sandbox.stats.writes == 0
 
 
-def test_admin_preview_page_and_approve_action(client, submitted, admin, kube_sandbox):  # noqa: F811
+def test_admin_preview_page_and_approve_action(client, submitted, admin, kube_sandbox):
     client.force_login(admin)
     page = client.get(f"/admin/approvals/quotarequest/{submitted.pk}/preview/")
     assert page.status_code == 200 and "gpu-quota" in page.content.decode()

@@ -19,7 +19,6 @@ from quotas.kube.sync import cluster_sync
 from quotas.models import Allocation, AuditEvent, Cluster
 from quotas.services import allocation_set
 from tests.approvals.conftest import new_request
-from tests.quotas.kube.conftest import kube_sandbox  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db
 S = QuotaRequest.Status
@@ -46,7 +45,7 @@ def test_temporary_grant_lives_and_expires_through_the_cluster(
     gpu,
     admin,
     strict_policy,
-    kube_sandbox,  # noqa: F811
+    kube_sandbox,
     django_capture_on_commit_callbacks,
     eager_tasks,
 ):

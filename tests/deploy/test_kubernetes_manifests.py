@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from quotas.kube.schemas import validate_object
+from kubesandbox.schemas import validate_object
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 NAMESPACE = "gpu-quota-portal"

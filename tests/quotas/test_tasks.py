@@ -12,12 +12,11 @@ from quotas import tasks
 from quotas.kube.sync import lease_acquire
 from quotas.models import Cluster, SyncRequest, SyncRun
 from quotas.services import cluster_sync_request
-from tests.quotas.kube.conftest import kube_sandbox  # noqa: F401 - fixture
 
 
 @pytest.mark.django_db(transaction=True)
 def test_approved_change_reaches_the_cluster_through_a_real_worker(
-    kube_sandbox,  # noqa: F811
+    kube_sandbox,
     alloc_a,
     admin,
 ):

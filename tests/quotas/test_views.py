@@ -155,7 +155,7 @@ def test_admin_sees_cluster_sync_status_and_leads_do_not(client, admin, lead_a, 
 
 
 def test_preview_page_shows_the_dry_run_diff(client, admin, alloc_a):
-    from quotas.kube.sandbox import SandboxServer
+    from kubesandbox import SandboxServer
 
     server = SandboxServer(port=0).start()
     try:

@@ -53,7 +53,6 @@ class Command(BaseCommand):
             call_command("seed_demo", stdout=self.stdout)
 
         python = sys.executable
-        manage = str(Path(settings.BASE_DIR) / "manage.py")
         env = os.environ.copy()
         env.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
         var_dir = Path(settings.VAR_DIR)
@@ -66,8 +65,8 @@ class Command(BaseCommand):
         for name, port in sandboxes.items():
             commands[f"sandbox:{name}"] = [
                 python,
-                manage,
-                "kube_sandbox",
+                "-m",
+                "kubesandbox",
                 "--host",
                 "127.0.0.1",
                 "--port",
@@ -175,10 +174,14 @@ class Command(BaseCommand):
         self.stdout.write("Stopped.")
 
     def _schemas_present(self) -> bool:
-        """The sandbox validates against the real schemas; without them the portal still runs
-        (syncs to the demo clusters then fail visibly instead of the whole demo)."""
-        from quotas.kube.schemas import SchemaDirNotFound, schema_dir
-
+        """The sandbox is a development tool (not in the product image) that validates against
+        the schemas kept beside it; without it the portal still runs (syncs to the demo clusters
+        then fail visibly instead of the whole demo)."""
+        try:
+            from kubesandbox.schemas import SchemaDirNotFound, schema_dir
+        except ImportError:
+            self.stderr.write("Not starting the sandbox clusters: kubesandbox is not installed")
+            return False
         try:
             schema_dir()
         except SchemaDirNotFound as exc:

@@ -6,8 +6,8 @@ import pytest
 import yaml
 from django.core.management import CommandError, call_command
 
+from kubesandbox.schemas import validate_object
 from quotas.kube.render import MANAGED_BY_LABEL
-from quotas.kube.schemas import validate_object
 
 pytestmark = pytest.mark.django_db
 

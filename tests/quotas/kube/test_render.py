@@ -6,6 +6,7 @@ from decimal import Decimal
 import pytest
 import yaml
 
+from kubesandbox.schemas import validate_object
 from quotas.kube.plan import (
     AllocationPlan,
     ClusterPlan,
@@ -33,7 +34,6 @@ from quotas.kube.render import (
     render_yunikorn_configmap,
     volcano_weight,
 )
-from quotas.kube.schemas import validate_object
 
 D = Decimal
 ALL_BACKENDS = frozenset({"core", "volcano", "kueue", "yunikorn"})

@@ -9,9 +9,9 @@ import yaml
 from django.core.management import call_command
 from kubernetes import client as k8s
 
+from kubesandbox import SandboxServer
 from quotas.kube.client import KubeClient
 from quotas.kube.render import GENERATION_ANNOTATION
-from quotas.kube.sandbox import SandboxServer
 from quotas.kube.sync import SyncBusy, cluster_preview, cluster_sync, lease_acquire
 from quotas.models import (
     Allocation,
@@ -30,7 +30,7 @@ from quotas.services import (
     cluster_sync_request,
     team_namespace_set_shadow,
 )
-from tests.quotas.kube.conftest import api_client_for
+from tests.conftest import api_client_for
 
 pytestmark = pytest.mark.django_db
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from quotas.kube.sandbox import SandboxServer
+from kubesandbox import SandboxServer
 from quotas.kube.sync import cluster_sync
 from quotas.models import Cluster, SyncRun
 

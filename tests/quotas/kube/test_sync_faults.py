@@ -14,8 +14,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from kubesandbox import WRITE_METHODS
 from quotas.kube.render import GENERATION_ANNOTATION
-from quotas.kube.sandbox import WRITE_METHODS
 from quotas.models import (
     Allocation,
     Cluster,

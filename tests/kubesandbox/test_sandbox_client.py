@@ -8,8 +8,8 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from quotas.kube.sandbox import SandboxServer
-from tests.quotas.kube.conftest import api_client_for
+from kubesandbox import SandboxServer
+from tests.conftest import api_client_for
 
 APPLY = "application/apply-patch+yaml"
 

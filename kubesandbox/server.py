@@ -1,5 +1,5 @@
 """The HTTP side of the sandbox: a threaded stdlib HTTP/1.1 server (keep-alive) that routes
-Kubernetes API paths to :class:`~quotas.kube.sandbox.api.Api`, answers discovery and OpenAPI,
+Kubernetes API paths to :class:`~kubesandbox.api.Api`, answers discovery and OpenAPI,
 checks the optional bearer token, injects faults and exposes a small control API under
 ``/sandbox/`` for servers running in another process.
 """
@@ -21,11 +21,11 @@ from urllib.parse import parse_qsl, urlsplit
 
 import yaml
 
-from quotas.kube.sandbox import errors
-from quotas.kube.sandbox.api import Api, ApiRequest
-from quotas.kube.sandbox.discovery import SERVER_VERSION, Discovery, table
-from quotas.kube.sandbox.faults import FaultRule, Faults, Stats
-from quotas.kube.sandbox.store import Store
+from kubesandbox import errors
+from kubesandbox.api import Api, ApiRequest
+from kubesandbox.discovery import SERVER_VERSION, Discovery, table
+from kubesandbox.faults import FaultRule, Faults, Stats
+from kubesandbox.store import Store
 
 logger = logging.getLogger(__name__)
 

@@ -7,14 +7,14 @@ schemas, resourceVersion and 409 on stale writes, server-side apply with managed
 discovery and OpenAPI v3 good enough for the official Python client and kubectl, and fault
 injection for tests. Pure stdlib + jsonschema/referencing/yaml (no Django).
 
-    from quotas.kube.sandbox import SandboxServer
+    from kubesandbox import SandboxServer
     server = SandboxServer(port=0).start()
     server.write_kubeconfig("/tmp/kubeconfig")
     ...
     server.stop()
 """
 
-from quotas.kube.sandbox.faults import FAULT_KINDS, WRITE_METHODS, FaultRule, Faults, Stats
-from quotas.kube.sandbox.server import SandboxServer
+from kubesandbox.faults import FAULT_KINDS, WRITE_METHODS, FaultRule, Faults, Stats
+from kubesandbox.server import SandboxServer
 
 __all__ = ["FAULT_KINDS", "WRITE_METHODS", "FaultRule", "Faults", "SandboxServer", "Stats"]

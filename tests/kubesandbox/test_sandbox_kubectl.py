@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from quotas.kube.sandbox import SandboxServer
+from kubesandbox import SandboxServer
 
 MANIFEST = """\
 apiVersion: v1

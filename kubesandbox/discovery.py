@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from quotas.kube.schemas import KindInfo, known_kinds, openapi_documents
+from kubesandbox.schemas import KindInfo, known_kinds, openapi_documents
 
 # (apiVersion, kind) served, in discovery order. Kueue serves v1beta2 (storage) and v1beta1.
 SERVED_KINDS: tuple[tuple[str, str], ...] = (

@@ -10,7 +10,7 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 
-from quotas.kube.sandbox import SandboxServer
+from kubesandbox import SandboxServer
 
 RQ_PATH = "/api/v1/namespaces/team-a/resourcequotas"
 APPLY = "application/apply-patch+yaml"

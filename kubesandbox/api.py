@@ -16,14 +16,14 @@ from typing import Any
 
 import yaml
 
-from quotas.kube.sandbox import apply as ssa
-from quotas.kube.sandbox import errors
-from quotas.kube.sandbox.discovery import Discovery, Resource
-from quotas.kube.sandbox.faults import Stats
-from quotas.kube.sandbox.merge import PatchError, json_patch, merge_patch, strategic_merge_patch
-from quotas.kube.sandbox.selectors import field_selector, label_selector
-from quotas.kube.sandbox.store import Store
-from quotas.kube.schemas import FieldError, strip_nulls, validate_object
+from kubesandbox import apply as ssa
+from kubesandbox import errors
+from kubesandbox.discovery import Discovery, Resource
+from kubesandbox.faults import Stats
+from kubesandbox.merge import PatchError, json_patch, merge_patch, strategic_merge_patch
+from kubesandbox.schemas import FieldError, strip_nulls, validate_object
+from kubesandbox.selectors import field_selector, label_selector
+from kubesandbox.store import Store
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 PROTECTED_NAMESPACES = ("default", "kube-system", "kube-public")

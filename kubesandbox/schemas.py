@@ -1,4 +1,4 @@
-"""Strict validation of Kubernetes objects against the real schemas in ``shared/schemas``.
+"""Strict validation of Kubernetes objects against the real schemas in ``kubesandbox/openapi``.
 
 The schema directory holds the Kubernetes 1.35 OpenAPI v3 documents of the core groups the
 portal writes to and the CRDs of Volcano and Kueue (see its SOURCES.md). This module loads them
@@ -7,7 +7,8 @@ lazily (once per process), closes every object schema that lists ``properties`` 
 quantity grammar (the core ``Quantity`` schema is only ``oneOf [string, number]``), and checks
 object names, label keys and label values the way the API server does.
 
-It has no Django dependency: the Kubernetes API test server (``quotas.kube.sandbox``) uses it too.
+It has no Django dependency: the Kubernetes API test server (this package) is built on it, and
+the tests validate every rendered object with it.
 """
 
 from __future__ import annotations
@@ -90,20 +91,15 @@ class SchemaDirNotFound(RuntimeError):
 
 
 def schema_dir() -> Path:
-    """The directory holding ``kubernetes-1.35/``, ``volcano/`` and ``kueue/``."""
+    """The directory holding ``kubernetes-1.35/``, ``volcano/`` and ``kueue/``: the copy kept
+    beside this module, or ``KUBE_SCHEMA_DIR`` when set (e.g. the full upstream set)."""
     env = os.environ.get("KUBE_SCHEMA_DIR", "").strip()
-    repo_root = Path(__file__).resolve().parents[2]
-    if env:
-        # An explicit choice is not second-guessed: no fallback when it is wrong.
-        candidates = [Path(env)]
-    else:
-        candidates = [repo_root.parent / "shared" / "schemas", repo_root / "shared" / "schemas"]
-    for candidate in candidates:
-        if candidate.is_dir():
-            return candidate
-    tried = ", ".join(str(c) for c in candidates)
+    # An explicit choice is not second-guessed: no fallback when it is wrong.
+    candidate = Path(env) if env else Path(__file__).resolve().parent / "openapi"
+    if candidate.is_dir():
+        return candidate
     raise SchemaDirNotFound(
-        f"no Kubernetes schema directory found (tried: {tried}); set KUBE_SCHEMA_DIR"
+        f"no Kubernetes schema directory at {candidate}" + ("" if env else "; set KUBE_SCHEMA_DIR")
     )
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from quotas.kube import schemas
-from quotas.kube.schemas import FieldError, known_kinds, validate_object
+from kubesandbox import schemas
+from kubesandbox.schemas import FieldError, known_kinds, validate_object
 
 MANAGED = {"app.kubernetes.io/managed-by": "portal"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quotas.kube.schemas import FieldError
+from kubesandbox.schemas import FieldError
 
 _CAUSE_REASONS = (
     ("Required value", "FieldValueRequired"),

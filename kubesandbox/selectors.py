@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from quotas.kube.sandbox.errors import bad_request
+from kubesandbox.errors import bad_request
 
 Predicate = Callable[[dict[str, Any]], bool]
 
