@@ -1,0 +1,28 @@
+"""The product image holds the product only: the Kubernetes API test server stays out of it."""
+
+import re
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_dockerfile_copies_no_development_tool():
+    copied = re.findall(r"^COPY\s+(\S+)", (REPO / "Dockerfile").read_text(), flags=re.M)
+    assert "portal" in copied and "quotas" in copied and "approvals" in copied
+    assert not [c for c in copied if c in (".", "./") or c.startswith("kubesandbox")]
+
+
+def test_installed_packages_leave_the_test_server_out():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    include = project["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert not [p for p in include if p.startswith("kubesandbox")]
+    # And nothing the product runs imports it.
+    offenders = [
+        str(path.relative_to(REPO))
+        for package in ("portal", "quotas", "approvals")
+        for path in (REPO / package).rglob("*.py")
+        if re.search(r"^\s*(from|import)\s+kubesandbox", path.read_text(), flags=re.M)
+        and path.name != "run_portal.py"  # the local demo starts it when it is there
+    ]
+    assert offenders == []
