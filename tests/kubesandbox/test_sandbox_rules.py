@@ -5,8 +5,12 @@ clusters without a scheduler's CRDs — on create, update, patch, server-side ap
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,6 +40,7 @@ CQ_PATH = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
 LQ_PATH = "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/localqueues"
 VAP_PATH = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
 VAPB_PATH = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+ROOT = Path(__file__).resolve().parents[2]
 DENIED = 'admission webhook "validatequeue.volcano.sh" denied the request: '
 
 
@@ -895,3 +900,29 @@ def test_omitting_an_unknown_version_is_an_error(capsys) -> None:
         SandboxServer(omit_api_versions=["nope/v1"])
     assert main(["--port", "0", "--omit-api-version", "nope/v1"]) == 2
     assert "nope/v1" in capsys.readouterr().err
+
+
+def test_command_line_serves_without_the_omitted_versions() -> None:
+    command = [
+        sys.executable,
+        "-m",
+        "kubesandbox",
+        "--port",
+        "0",
+        "--omit-api-version",
+        "kueue.x-k8s.io/v1beta2",
+        "--omit-api-version",
+        "scheduling.volcano.sh/v1beta1",
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        url = line.split("listening on ", 1)[1].split()[0]
+        with urllib.request.urlopen(url + "/apis") as answer:
+            groups = {g["name"]: g for g in json.load(answer)["groups"]}
+        assert "scheduling.volcano.sh" not in groups
+        assert [v["version"] for v in groups["kueue.x-k8s.io"]["versions"]] == ["v1beta1"]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
