@@ -2,10 +2,16 @@
 
 It behaves like kube-apiserver over real HTTP for Namespaces, ResourceQuotas, LimitRanges,
 ConfigMaps, Pods, ServiceAccounts, PriorityClasses, RBAC, PodDisruptionBudgets, Volcano Queues and
-Kueue ClusterQueues/LocalQueues/ResourceFlavors/Cohorts: strict validation against the real
-schemas, resourceVersion and 409 on stale writes, server-side apply with managed fields, dry-run,
-discovery and OpenAPI v3 good enough for the official Python client and kubectl, and fault
-injection for tests. Pure stdlib + jsonschema/referencing/yaml (no Django).
+Kueue ClusterQueues/LocalQueues/ResourceFlavors/Cohorts, ValidatingAdmissionPolicies and their
+bindings: strict validation against the real schemas, resourceVersion and 409 on stale writes,
+server-side apply with managed fields, dry-run, discovery and OpenAPI v3 good enough for the
+official Python client and kubectl, and fault injection for tests. Pure stdlib +
+jsonschema/referencing/yaml + cel-python (no Django).
+
+It refuses what a real cluster refuses, with the real error shapes: Kubernetes' own validation of
+the built-in kinds (``core_validation``), the CRDs' CEL rules (``celrules``), Volcano's queue
+webhook (``volcano``), and new objects in a Terminating namespace. ``omit_api_versions`` serves
+a cluster without a scheduler's CRDs, or with an older Kueue.
 
     from kubesandbox import SandboxServer
     server = SandboxServer(port=0).start()

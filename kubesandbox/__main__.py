@@ -33,6 +33,20 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--kubeconfig-out", type=Path, help="write a kubeconfig pointing at the server here"
     )
+    parser.add_argument(
+        "--omit-api-version",
+        action="append",
+        default=[],
+        metavar="GROUP/VERSION",
+        help="serve without this group-version, like a cluster without that CRD (repeatable), "
+        "e.g. kueue.x-k8s.io/v1beta2",
+    )
+    parser.add_argument(
+        "--namespace-finalize-seconds",
+        type=float,
+        default=0.0,
+        help="how long a deleted namespace stays Terminating (default 0)",
+    )
     return parser.parse_args(argv)
 
 
@@ -48,9 +62,18 @@ def main(argv: list[str] | None = None) -> int:
         if not token:
             sys.stderr.write(f"the token file {options.token_file} is empty\n")
             return 2
-    server = SandboxServer(
-        host=options.host, port=options.port, state_file=options.state_file, token=token
-    )
+    try:
+        server = SandboxServer(
+            host=options.host,
+            port=options.port,
+            state_file=options.state_file,
+            token=token,
+            omit_api_versions=options.omit_api_version,
+            namespace_finalize_seconds=options.namespace_finalize_seconds,
+        )
+    except ValueError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return 2
     try:
         server.start()
     except OSError as exc:

@@ -9,6 +9,7 @@ import base64
 import copy
 import json
 import secrets
+import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,12 +19,15 @@ import yaml
 
 from kubesandbox import apply as ssa
 from kubesandbox import errors
+from kubesandbox.celrules import UnevaluatedRule, check_crd_rules
+from kubesandbox.core_validation import apply_defaults, validate_builtin
 from kubesandbox.discovery import Discovery, Resource
 from kubesandbox.faults import Stats
 from kubesandbox.merge import PatchError, json_patch, merge_patch, strategic_merge_patch
 from kubesandbox.schemas import FieldError, strip_nulls, validate_object
 from kubesandbox.selectors import field_selector, label_selector
 from kubesandbox.store import Store
+from kubesandbox.volcano import QueueWebhook
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 PROTECTED_NAMESPACES = ("default", "kube-system", "kube-public")
@@ -95,11 +99,26 @@ def _spec_part(obj: dict[str, Any]) -> dict[str, Any]:
 class Api:
     """The object API over a :class:`Store`; every call is atomic under the store lock."""
 
-    def __init__(self, store: Store, stats: Stats) -> None:
+    def __init__(
+        self,
+        store: Store,
+        stats: Stats,
+        discovery: Discovery | None = None,
+        *,
+        namespace_finalize_seconds: float = 0.0,
+    ) -> None:
         self.store = store
         self.stats = stats
-        self.discovery = Discovery.get()
+        self.discovery = discovery or Discovery.get()
         self.namespaces = self.discovery.by_kind[("v1", "Namespace")]
+        # Seconds a deleted namespace stays Terminating before its objects and itself go away;
+        # 0 finishes within the DELETE (the answer still shows it Terminating).
+        self.namespace_finalize_seconds = namespace_finalize_seconds
+        self._finalizers: dict[str, threading.Timer] = {}
+        self.queue_webhook = QueueWebhook(self._queues)
+
+    def _queues(self) -> list[dict[str, Any]]:
+        return [obj for _, obj in self.store.items(("scheduling.volcano.sh", "queues"))]
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -187,11 +206,25 @@ class Api:
         else:
             meta.pop("namespace", None)
 
-    def _validate(self, resource: Resource, obj: dict[str, Any]) -> None:
+    def _validate(
+        self, resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None = None
+    ) -> None:
+        """Schema, then the API server's own rules or the CRD's CEL rules: 400 or 422."""
         problems = validate_object(obj)
+        info = resource.info
+        if not problems:
+            api_version = info.api_version
+            old_view = None if old is None else {**old, "apiVersion": api_version}
+            if info.is_crd:
+                try:
+                    problems = check_crd_rules(api_version, info.kind, obj, old_view)
+                except UnevaluatedRule as exc:
+                    # Never pass an object a rule could not judge.
+                    raise errors.internal(str(exc)) from exc
+            else:
+                problems = validate_builtin(api_version, info.kind, obj, old_view)
         if not problems:
             return
-        info = resource.info
         name = obj.get("metadata", {}).get("name") or obj.get("metadata", {}).get(
             "generateName", ""
         )
@@ -213,13 +246,23 @@ class Api:
             )
         raise errors.invalid(info.kind, name, problems, info.group)
 
-    def _require_namespace(self, resource: Resource, namespace: str | None) -> None:
+    def _require_namespace(self, resource: Resource, namespace: str | None, name: str = "") -> None:
+        """NamespaceLifecycle on create: the namespace must exist and not be terminating."""
         if not resource.info.namespaced:
             return
         if not namespace:
             raise errors.bad_request("the namespace of the object must be set")
-        if self.store.get(self.namespaces.key, "", namespace) is None:
+        found = self.store.get(self.namespaces.key, "", namespace)
+        if found is None:
             raise errors.not_found("namespaces", namespace)
+        if (found.get("status") or {}).get("phase") == "Terminating":
+            info = resource.info
+            raise errors.namespace_terminating(info.plural, name, namespace, info.group)
+
+    def _admit(self, resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """Validating admission webhooks of the cluster (Volcano's queue webhook)."""
+        if resource.key == ("scheduling.volcano.sh", "queues"):
+            self.queue_webhook.admit(obj, old)
 
     def _manager(self, req: ApiRequest) -> str:
         manager = req.query.get("fieldManager", "")
@@ -250,6 +293,7 @@ class Api:
 
     def _defaults(self, resource: Resource, obj: dict[str, Any]) -> None:
         """Defaults kube-apiserver fills in for the kinds the portal writes."""
+        apply_defaults(resource.info.api_version, resource.info.kind, obj)
         if resource.info.kind == "Namespace":
             name = obj["metadata"].get("name")
             if name:
@@ -371,8 +415,9 @@ class Api:
         if resource.info.kind == "Namespace":
             obj["status"] = {"phase": "Active"}
         self._defaults(resource, obj)
+        self._require_namespace(resource, meta.get("namespace"), meta.get("name") or "")
         self._validate(resource, obj)
-        self._require_namespace(resource, meta.get("namespace"))
+        self._admit(resource, obj, None)
         if self.store.get(resource.key, meta.get("namespace", ""), meta["name"]) is not None:
             raise errors.already_exists(resource.info.plural, meta["name"], resource.info.group)
         now = now_rfc3339()
@@ -462,7 +507,15 @@ class Api:
         meta = new["metadata"]
         for key in _SERVER_META:
             meta.pop(key, None)
-        for key in ("uid", "creationTimestamp", "generation", "resourceVersion", "managedFields"):
+        for key in (
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "resourceVersion",
+            "managedFields",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ):
             if key in old["metadata"]:
                 meta[key] = old["metadata"][key]
         if self._keeps_status(resource):
@@ -487,7 +540,9 @@ class Api:
         """Validate and store ``incoming`` over ``old``; (changed, object). Lock is held."""
         resource = req.resource
         new = self._merge_server_fields(req, old, incoming) if entries is None else incoming
-        self._validate(resource, new)
+        self._validate(resource, new, old)
+        if req.subresource is None:
+            self._admit(resource, new, old)
         ignore = ("resourceVersion", "managedFields")
         old_cmp = _without({**old, "apiVersion": resource.info.api_version}, ignore)
         new_cmp = _without({**new, "apiVersion": resource.info.api_version}, ignore)
@@ -693,14 +748,69 @@ class Api:
                     f'namespaces "{req.name}" is forbidden: this namespace may not be deleted',
                     {"name": req.name, "kind": "namespaces"},
                 )
+            if resource.key == ("scheduling.volcano.sh", "queues"):
+                self.queue_webhook.admit_delete(req.name or "")
+            if info.kind == "Namespace":
+                return self._out(resource, self._terminate_namespace(old, dry_run=dry_run))
             if dry_run:
                 return self._deleted_answer(resource, old)
-            if info.kind == "Namespace":
-                self._delete_namespace_contents(req.name or "")
             self.store.delete(resource.key, req.namespace or "", req.name or "")
             self.store.next_resource_version()
             self.stats.count_write(info.kind, old, "DELETE")
         return self._deleted_answer(resource, old)
+
+    def _terminate_namespace(self, old: dict[str, Any], *, dry_run: bool) -> dict[str, Any]:
+        """DELETE of a namespace: it turns Terminating (deletionTimestamp set); its objects go,
+        then the namespace itself, after ``namespace_finalize_seconds``. Lock is held."""
+        if (old.get("status") or {}).get("phase") == "Terminating":
+            return old
+        name = old["metadata"]["name"]
+        terminating = copy.deepcopy(old)
+        terminating["metadata"]["deletionTimestamp"] = now_rfc3339()
+        terminating["metadata"]["deletionGracePeriodSeconds"] = 0
+        terminating["status"] = {"phase": "Terminating"}
+        if dry_run:
+            return terminating
+        if self.namespace_finalize_seconds <= 0:
+            self._finalize_namespace(name, old["metadata"].get("uid"))
+            return terminating
+        terminating["metadata"]["resourceVersion"] = self.store.next_resource_version()
+        terminating["metadata"] = _order_meta(terminating["metadata"])
+        self._persist(self.namespaces, terminating)
+        timer = threading.Timer(
+            self.namespace_finalize_seconds,
+            self._finalize_namespace_locked,
+            args=(name, old["metadata"].get("uid")),
+        )
+        timer.daemon = True
+        self._finalizers[name] = timer
+        timer.start()
+        return terminating
+
+    def _finalize_namespace_locked(self, name: str, uid: str | None) -> None:
+        with self.store.lock:
+            self._finalize_namespace(name, uid)
+
+    def _finalize_namespace(self, name: str, uid: str | None) -> None:
+        """Remove a terminating namespace's objects, then the namespace. Lock is held."""
+        self._finalizers.pop(name, None)
+        current = self.store.get(self.namespaces.key, "", name)
+        if current is None or current["metadata"].get("uid") != uid:
+            return
+        self._delete_namespace_contents(name)
+        self.store.delete(self.namespaces.key, "", name)
+        self.store.next_resource_version()
+        self.stats.count_write("Namespace", current, "DELETE")
+
+    def finish_terminating_namespaces(self) -> None:
+        """Finalize now every namespace still Terminating (on start and on stop)."""
+        with self.store.lock:
+            for timer in self._finalizers.values():
+                timer.cancel()
+            self._finalizers.clear()
+            for _, obj in self.store.items(self.namespaces.key):
+                if (obj.get("status") or {}).get("phase") == "Terminating":
+                    self._finalize_namespace(obj["metadata"]["name"], obj["metadata"].get("uid"))
 
     def _deleted_answer(self, resource: Resource, old: dict[str, Any]) -> dict[str, Any]:
         # kube-apiserver returns the deleted object where its OpenAPI says so (ResourceQuota, Pod,
@@ -727,13 +837,19 @@ class Api:
         with self.store.lock:
             _, items = self.list(req)
             info = req.resource.info
+            if req.resource.key == ("scheduling.volcano.sh", "queues"):
+                for item in items:
+                    self.queue_webhook.admit_delete(item["metadata"]["name"])
             if not dry_run:
                 for item in items:
                     meta = item["metadata"]
                     if info.kind == "Namespace":
                         if meta["name"] in PROTECTED_NAMESPACES:
                             continue
-                        self._delete_namespace_contents(meta["name"])
+                        stored = self.store.get(self.namespaces.key, "", meta["name"])
+                        if stored is not None:
+                            self._terminate_namespace(stored, dry_run=False)
+                        continue
                     self.store.delete(req.resource.key, meta.get("namespace", ""), meta["name"])
                     self.store.next_resource_version()
                     self.stats.count_write(info.kind, item, "DELETE")

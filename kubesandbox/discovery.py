@@ -30,6 +30,8 @@ SERVED_KINDS: tuple[tuple[str, str], ...] = (
     ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
     ("policy/v1", "PodDisruptionBudget"),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
     ("scheduling.volcano.sh/v1beta1", "Queue"),
     ("kueue.x-k8s.io/v1beta2", "ClusterQueue"),
     ("kueue.x-k8s.io/v1beta2", "LocalQueue"),
@@ -86,13 +88,15 @@ class Resource:
 
 
 class Discovery:
-    """Lookup tables and pre-rendered discovery documents, built once per process."""
+    """Lookup tables and pre-rendered discovery documents, built once per process (per set of
+    omitted group-versions)."""
 
-    _instance: Discovery | None = None
+    _instances: dict[frozenset[str], Discovery] = {}
     _lock = threading.Lock()
 
-    def __init__(self) -> None:
+    def __init__(self, omit_api_versions: frozenset[str] = frozenset()) -> None:
         kinds = known_kinds()
+        self.omitted = omit_api_versions
         self.resources: list[Resource] = []
         # (group, version, plural) -> Resource
         self.by_path: dict[tuple[str, str, str], Resource] = {}
@@ -100,6 +104,8 @@ class Discovery:
         self.by_kind: dict[tuple[str, str], Resource] = {}
         self.group_versions: dict[str, list[str]] = {}
         for key in SERVED_KINDS:
+            if key[0] in omit_api_versions:
+                continue  # as on a cluster without that CRD (version)
             info = kinds[key]
             short = info.short_names or _CORE_SHORT_NAMES.get(info.plural, ())
             resource = Resource(info, short)
@@ -114,12 +120,21 @@ class Discovery:
         self._docs_lock = threading.Lock()
 
     @classmethod
-    def get(cls) -> Discovery:
-        if cls._instance is None:
+    def get(cls, omit_api_versions: frozenset[str] = frozenset()) -> Discovery:
+        """The shared instance serving every kind but those of ``omit_api_versions``."""
+        instance = cls._instances.get(omit_api_versions)
+        if instance is None:
             with cls._lock:
-                if cls._instance is None:
-                    cls._instance = Discovery()
-        return cls._instance
+                instance = cls._instances.get(omit_api_versions)
+                if instance is None:
+                    unknown = sorted(
+                        omit_api_versions - {api_version for api_version, _ in SERVED_KINDS}
+                    )
+                    if unknown:
+                        raise ValueError(f"not a served API version: {', '.join(unknown)}")
+                    instance = Discovery(omit_api_versions)
+                    cls._instances[omit_api_versions] = instance
+        return instance
 
     def resource(self, group: str, version: str, plural: str) -> Resource | None:
         return self.by_path.get((group, version, plural))
@@ -140,6 +155,9 @@ class Discovery:
             {"groupVersion": f"{group}/{v}", "version": v} for v in self.group_versions[group]
         ]
         return {"name": group, "versions": versions, "preferredVersion": versions[0]}
+
+    def served(self, api_version: str) -> bool:
+        return api_version not in self.omitted
 
     def api_group_list(self) -> dict[str, Any]:
         groups = [self._group(g) for g in self.group_versions if g]

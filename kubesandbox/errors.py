@@ -12,6 +12,8 @@ _CAUSE_REASONS = (
     ("Too long", "FieldValueTooLong"),
     ("Too many", "FieldValueTooMany"),
     ("Forbidden", "FieldValueForbidden"),
+    ("Duplicate value", "FieldValueDuplicate"),
+    ("Internal error", "InternalError"),
 )
 
 
@@ -40,8 +42,9 @@ class ApiError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
         }
+        if self.reason:  # a relayed webhook denial has none
+            body["reason"] = self.reason
         if self.details is not None:
             body["details"] = self.details
         body["code"] = self.code
@@ -80,6 +83,27 @@ def conflict(plural: str, name: str, group: str = "") -> ApiError:
         f'Operation cannot be fulfilled on {_qualified(plural, group)} "{name}": '
         "the object has been "
         "modified; please apply your changes to the latest version and try again",
+        details,
+    )
+
+
+def namespace_terminating(plural: str, name: str, namespace: str, group: str = "") -> ApiError:
+    """403 of the NamespaceLifecycle admission plugin: no new objects in a terminating namespace."""
+    details: dict[str, Any] = {"name": name, "kind": plural}
+    if group:
+        details["group"] = group
+    details["causes"] = [
+        {
+            "reason": "NamespaceTerminating",
+            "message": f"namespace {namespace} is being terminated",
+            "field": "metadata.namespace",
+        }
+    ]
+    return ApiError(
+        403,
+        "Forbidden",
+        f'{_qualified(plural, group)} "{name}" is forbidden: unable to create new content in '
+        f"namespace {namespace} because it is being terminated",
         details,
     )
 

@@ -117,6 +117,8 @@ class _Catalog:
     # (apiVersion, kind) -> (document URI, strict schema to validate against)
     roots: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     registry: Registry = field(default_factory=Registry)
+    # (apiVersion, kind) -> the CRD's raw openAPIV3Schema (for its CEL rules and defaults)
+    crd_raw: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
 
 _catalog: _Catalog | None = None
@@ -243,6 +245,7 @@ def _load_crds(catalog: _Catalog, directory: Path) -> dict[str, dict[str, Any]]:
                     key = (info.api_version, info.kind)
                     catalog.kinds[key] = info
                     catalog.roots[key] = strict
+                    catalog.crd_raw[key] = raw
                     raw_by_gv.setdefault(info.group_version, {})[info.kind] = raw
     return raw_by_gv
 
@@ -392,6 +395,11 @@ def _crd_document(catalog: _Catalog, gv_key: str, raw_by_kind: dict[str, Any]) -
 def known_kinds() -> dict[tuple[str, str], KindInfo]:
     """(apiVersion, kind) -> KindInfo for every kind of the core documents and the CRDs."""
     return _catalog_now().kinds
+
+
+def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
+    """(apiVersion, kind) -> raw ``openAPIV3Schema`` of every served CRD version."""
+    return _catalog_now().crd_raw
 
 
 def openapi_documents() -> dict[str, dict[str, Any]]:
@@ -589,6 +597,11 @@ def _qualified_name_error(key: str) -> str | None:
             "'123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
         )
     return None
+
+
+def qualified_name_error(key: str) -> str | None:
+    """Why ``key`` is not a Kubernetes qualified name (``prefix/name``), or None."""
+    return _qualified_name_error(key)
 
 
 def _metadata_errors(meta: dict[str, Any], info: KindInfo) -> list[FieldError]:

@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -434,7 +435,10 @@ class SandboxServer:
 
     ``state_file`` keeps the objects across restarts (JSON, written atomically shortly after each
     write and on stop). With ``token`` set, every request but the health checks needs
-    ``Authorization: Bearer <token>``.
+    ``Authorization: Bearer <token>``. ``omit_api_versions`` (e.g. ``("kueue.x-k8s.io/v1beta2",)``)
+    leaves group-versions out of discovery and answers their paths 404, like a cluster without
+    that CRD or with an older one. A deleted namespace stays ``Terminating`` for
+    ``namespace_finalize_seconds`` before its objects and itself go away (0: within the DELETE).
     """
 
     def __init__(
@@ -443,6 +447,8 @@ class SandboxServer:
         port: int = 0,
         state_file: str | os.PathLike[str] | None = None,
         token: str | None = None,
+        omit_api_versions: Iterable[str] = (),
+        namespace_finalize_seconds: float = 0.0,
     ) -> None:
         self.host = host
         self._requested_port = port
@@ -450,8 +456,13 @@ class SandboxServer:
         self.stats = Stats()
         self.faults = Faults()
         self.store = Store(state_file)
-        self.discovery = Discovery.get()
-        self.api = Api(self.store, self.stats)
+        self.discovery = Discovery.get(frozenset(omit_api_versions))
+        self.api = Api(
+            self.store,
+            self.stats,
+            self.discovery,
+            namespace_finalize_seconds=namespace_finalize_seconds,
+        )
         self.stopping = threading.Event()
         self._httpd: _HttpServer | None = None
         self._thread: threading.Thread | None = None
@@ -466,6 +477,7 @@ class SandboxServer:
             return self
         self.stopping.clear()
         self.api.load_objects(self.store.load())
+        self.api.finish_terminating_namespaces()
         self.api.ensure_default_namespaces()
         self._httpd = _HttpServer((self.host, self._requested_port), self)
         self._thread = threading.Thread(
@@ -489,6 +501,7 @@ class SandboxServer:
             self._thread.join(timeout=5)
         self._httpd = None
         self._thread = None
+        self.api.finish_terminating_namespaces()
         self.store.stop_flusher()
 
     def __enter__(self) -> SandboxServer:

@@ -183,9 +183,14 @@ def test_merge_patch(http: Http) -> None:
 
 def test_strategic_merge_patch(http: Http) -> None:
     http("POST", RQ_PATH, quota(labels={"a": "1"}))
+
+    def selector(value: str) -> dict[str, Any]:
+        expression = {"scopeName": "PriorityClass", "operator": "In", "values": [value]}
+        return {"matchExpressions": [expression]}
+
     patch = {
         "metadata": {"labels": {"b": "2"}},
-        "spec": {"hard": {"requests.nvidia.com/gpu": "5"}, "scopes": ["x"]},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "5"}, "scopeSelector": selector("x")},
     }
     status, patched = http(
         "PATCH", RQ_PATH + "/gpu", patch, "application/strategic-merge-patch+json"
@@ -193,10 +198,11 @@ def test_strategic_merge_patch(http: Http) -> None:
     assert status == 200
     assert patched["metadata"]["labels"] == {"a": "1", "b": "2"}
     assert patched["spec"]["hard"] == {"requests.nvidia.com/gpu": "5"}
-    assert patched["spec"]["scopes"] == ["x"]
-    patch = {"metadata": {"labels": {"$patch": "delete"}}, "spec": {"scopes": ["y"]}}
+    assert patched["spec"]["scopeSelector"] == selector("x")
+    patch = {"metadata": {"labels": {"$patch": "delete"}}, "spec": {"scopeSelector": selector("y")}}
     _, patched = http("PATCH", RQ_PATH + "/gpu", patch, "application/strategic-merge-patch+json")
-    assert "labels" not in patched["metadata"] and patched["spec"]["scopes"] == ["y"]
+    assert "labels" not in patched["metadata"]
+    assert patched["spec"]["scopeSelector"] == selector("y")
 
 
 def test_strategic_merge_patch_is_refused_for_custom_resources(http: Http) -> None:
