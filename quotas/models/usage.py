@@ -14,7 +14,7 @@ from django.db.models import Q
 from quotas.models.fields import ZERO, amount_field
 
 DEFAULT_GPU_REQUESTS_QUERY = (
-    'sum by ({label}) (kube_pod_container_resource_requests{{resource="nvidia_com_gpu"}})'
+    'sum by ({label}) (kube_pod_container_resource_requests{resource="nvidia_com_gpu"})'
 )
 DEFAULT_GPU_UTIL_QUERY = "avg by ({label}) (DCGM_FI_DEV_GPU_UTIL)"
 DEFAULT_GPU_MEMORY_QUERY = "sum by ({label}) (DCGM_FI_DEV_FB_USED)"
@@ -58,6 +58,9 @@ class UsageSample(models.Model):
     wait_seconds = models.PositiveIntegerField(null=True, blank=True)
     # Pods of this namespace ended by preemption or eviction since the previous sample.
     evictions = models.PositiveIntegerField(default=0)
+    # What the namespace's Volcano Queue / Kueue ClusterQueue report (cluster source only).
+    queue_allocated = amount_field("queue allocated", null=True, blank=True)
+    queue_borrowed = amount_field("queue borrowed", null=True, blank=True)
     source = models.CharField(max_length=12, choices=UsageSource.choices)
 
     class Meta:
