@@ -2,7 +2,8 @@
 
 Builds the facts the pure rules in quotas.rules work on from the database: the cluster's
 capacities and share, its current allocations (approved changes are written to allocations
-at approval, so they count at once), plus temporary grants approved to start later.
+at approval, so they count at once), plus temporary grants approved to start later, and last
+month's typical daily peaks from the usage rollups.
 """
 
 from collections import defaultdict
@@ -14,6 +15,7 @@ from approvals.models import QuotaRequest, RequestLine
 from quotas.models import Allocation, Cluster
 from quotas.rules import AllocationFacts, Finding, PlanChange, check_change
 from quotas.selectors import allocation_facts, cluster_facts
+from quotas.usage.selectors import typical_daily_peaks
 
 
 def _scheduled_grants(cluster: Cluster, exclude_request_id: int | None) -> list[AllocationFacts]:
@@ -75,7 +77,10 @@ def validate_lines(
                 )
             )
         findings += check_change(
-            cluster=cluster_facts(cluster), allocations=allocations, changes=changes
+            cluster=cluster_facts(cluster),
+            allocations=allocations,
+            changes=changes,
+            usage=typical_daily_peaks(cluster=cluster, today=timezone.localdate()),
         )
     return findings
 

@@ -6,6 +6,8 @@ survives restarts and migrations.
 
 from dataclasses import dataclass
 
+from django.conf import settings
+
 
 @dataclass(frozen=True)
 class DefaultSchedule:
@@ -33,6 +35,18 @@ DEFAULT_SCHEDULES: list[DefaultSchedule] = [
         task="approvals.lifecycle_tick",
         every_seconds=60,
         description="Start and end temporary grants, follow syncs of approved requests.",
+    ),
+    DefaultSchedule(
+        name="collect usage",
+        task="quotas.collect_usage",
+        every_seconds=settings.USAGE_COLLECT_SECONDS,
+        description="Read every cluster's pods and queues (and its Prometheus) into usage samples.",
+    ),
+    DefaultSchedule(
+        name="roll up usage",
+        task="quotas.rollup_usage",
+        every_seconds=settings.USAGE_ROLLUP_SECONDS,
+        description="Daily usage rollups of yesterday and today; prune samples past retention.",
     ),
 ]
 

@@ -205,3 +205,15 @@ WEBHOOK_URLS = env.list("WEBHOOK_URLS", default=[])
 WEBHOOK_SECRET = env.str("WEBHOOK_SECRET", default="")
 # Timeout of one webhook request, in seconds.
 WEBHOOK_TIMEOUT = env.float("WEBHOOK_TIMEOUT", default=5.0)
+
+# --- Usage ----------------------------------------------------------------------------------------
+# Seconds between two readings of every cluster's pods (and its Prometheus, when it has one).
+USAGE_COLLECT_SECONDS = env.int("USAGE_COLLECT_SECONDS", default=300)
+# Seconds between two daily-rollup runs (each also prunes raw samples past the retention).
+USAGE_ROLLUP_SECONDS = env.int("USAGE_ROLLUP_SECONDS", default=3600)
+# Days raw usage samples are kept; daily rollups are kept for good.
+USAGE_RETENTION_DAYS = env.int("USAGE_RETENTION_DAYS", default=400)
+# Longest time one sample may stand for in GPU-hours (a gap in collection counts no longer).
+USAGE_SAMPLE_MAX_GAP_SECONDS = env.int("USAGE_SAMPLE_MAX_GAP_SECONDS", default=3600)
+# Seconds one request to a cluster's Prometheus may take.
+PROMETHEUS_TIMEOUT = env.float("PROMETHEUS_TIMEOUT", default=30.0)

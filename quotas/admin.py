@@ -33,6 +33,7 @@ from quotas.services import (
     cluster_sync_request,
     team_namespace_set_shadow,
 )
+from quotas.usage import admin as usage_admin  # noqa: F401  (registers the usage models)
 
 
 class ClusterCapacityInline(admin.TabularInline):

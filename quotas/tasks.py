@@ -11,6 +11,8 @@ from django.utils import timezone
 
 from quotas.kube.sync import SyncBusy, TransientSyncError, cluster_sync
 from quotas.models import Cluster, SyncRequest, SyncRun
+from quotas.usage.collect import usage_collect
+from quotas.usage.rollup import usage_rollup_recent
 
 log = logging.getLogger(__name__)
 
@@ -90,3 +92,28 @@ def reconcile_clusters() -> list[int]:
 
 def _redrive_delay(attempts: int) -> timedelta:
     return timedelta(seconds=min(3600, 30 * (2 ** min(attempts, 10))))
+
+
+# --- usage ------------------------------------------------------------------------------------
+
+
+@shared_task(name="quotas.collect_usage", ignore_result=True)
+def collect_usage() -> list[int]:
+    """Fan out one usage reading per cluster, so a slow cluster delays no other."""
+    ids = list(Cluster.objects.values_list("id", flat=True))
+    for cluster_id in ids:
+        collect_cluster_usage.delay(cluster_id)
+    return ids
+
+
+@shared_task(name="quotas.collect_cluster_usage", ignore_result=True, acks_late=True)
+def collect_cluster_usage(cluster_id: int) -> None:
+    """One cluster's pods and queues, then its Prometheus when it has one; failures are logged
+    (the next reading comes in USAGE_COLLECT_SECONDS)."""
+    usage_collect(cluster_id=cluster_id)
+
+
+@shared_task(name="quotas.rollup_usage", ignore_result=True)
+def rollup_usage() -> int:
+    """Roll up yesterday and today, and prune raw samples past the retention."""
+    return usage_rollup_recent().days

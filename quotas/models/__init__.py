@@ -12,6 +12,7 @@ from quotas.models.sync import (
     SyncRun,
 )
 from quotas.models.teams import Team, TeamMembership, TeamNamespace
+from quotas.models.usage import PrometheusSource, UsageDaily, UsageSample, UsageSource
 
 __all__ = [
     "Allocation",
@@ -22,6 +23,7 @@ __all__ = [
     "DriftEvent",
     "ManagedObject",
     "PriorityClass",
+    "PrometheusSource",
     "Resource",
     "SyncLease",
     "SyncObjectResult",
@@ -30,4 +32,7 @@ __all__ = [
     "Team",
     "TeamMembership",
     "TeamNamespace",
+    "UsageDaily",
+    "UsageSample",
+    "UsageSource",
 ]

@@ -1,0 +1,181 @@
+"""Usage of team namespaces: raw samples (cluster, Prometheus, CSV), daily rollups, and where a
+cluster's Prometheus is.
+
+A sample says what one namespace held of one resource at one instant; a rollup summarises one
+namespace, resource and day (days in ``TIME_ZONE``). Raw samples are pruned after
+``USAGE_RETENTION_DAYS``; rollups are kept. See ``quotas/usage/rollup.py`` for how each rollup
+figure is computed.
+"""
+
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from quotas.models.fields import ZERO, amount_field
+
+DEFAULT_GPU_REQUESTS_QUERY = (
+    'sum by ({label}) (kube_pod_container_resource_requests{resource="nvidia_com_gpu"})'
+)
+DEFAULT_GPU_UTIL_QUERY = "avg by ({label}) (DCGM_FI_DEV_GPU_UTIL)"
+DEFAULT_GPU_MEMORY_QUERY = "sum by ({label}) (DCGM_FI_DEV_FB_USED)"
+
+
+class UsageSource(models.TextChoices):
+    CLUSTER = "cluster", "cluster (pods read from the Kubernetes API)"
+    PROMETHEUS = "prometheus", "Prometheus"
+    CSV = "csv", "CSV import"
+
+
+class UsageSample(models.Model):
+    """What one team namespace held of one resource at one instant."""
+
+    team_namespace = models.ForeignKey(
+        "quotas.TeamNamespace", on_delete=models.CASCADE, related_name="usage_samples"
+    )
+    resource = models.ForeignKey(
+        "quotas.Resource", on_delete=models.PROTECT, related_name="usage_samples"
+    )
+    timestamp = models.DateTimeField()
+    allocated = amount_field("allocated", help_text="Units requested by running pods.")
+    utilization = models.DecimalField(
+        "utilization %",
+        max_digits=5,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(ZERO), MaxValueValidator(100)],
+        help_text="Mean GPU utilization of the namespace's GPUs, 0-100 (Prometheus, CSV).",
+    )
+    memory_used_mib = models.DecimalField(
+        "GPU memory used (MiB)", max_digits=14, decimal_places=1, null=True, blank=True
+    )
+    pending = amount_field(
+        "pending", default=ZERO, help_text="Units requested by pods waiting to be scheduled."
+    )
+    pending_pods = models.PositiveIntegerField(default=0)
+    # The longest wait among the pods pending at this instant (seconds since creation, or since
+    # the scheduler last marked them unschedulable); empty when nothing waits or it is unknown.
+    wait_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # Pods of this namespace ended by preemption or eviction since the previous sample.
+    evictions = models.PositiveIntegerField(default=0)
+    # What the namespace's Volcano Queue / Kueue ClusterQueue report (cluster source only).
+    queue_allocated = amount_field("queue allocated", null=True, blank=True)
+    queue_borrowed = amount_field("queue borrowed", null=True, blank=True)
+    source = models.CharField(max_length=12, choices=UsageSource.choices)
+
+    class Meta:
+        ordering = ["team_namespace", "resource", "timestamp"]
+        constraints = [
+            # Also the index of every per-namespace read: (namespace, resource, time, ...).
+            models.UniqueConstraint(
+                fields=["team_namespace", "resource", "timestamp", "source"],
+                name="usage_sample_unique_ns_resource_time_source",
+            ),
+            models.CheckConstraint(
+                condition=Q(allocated__gte=ZERO) & Q(pending__gte=ZERO),
+                name="usage_sample_amounts_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(utilization__isnull=True)
+                | Q(utilization__gte=ZERO, utilization__lte=100),
+                name="usage_sample_utilization_0_100",
+            ),
+        ]
+        # Rollups and pruning read a range of time across all namespaces.
+        indexes = [models.Index(fields=["timestamp"], name="usage_sample_timestamp")]
+
+    def __str__(self) -> str:
+        return f"{self.team_namespace} {self.resource} @ {self.timestamp:%Y-%m-%d %H:%M}"
+
+
+class UsageDaily(models.Model):
+    """One day of one team namespace and resource, rolled up from the samples."""
+
+    team_namespace = models.ForeignKey(
+        "quotas.TeamNamespace", on_delete=models.CASCADE, related_name="usage_days"
+    )
+    resource = models.ForeignKey(
+        "quotas.Resource", on_delete=models.PROTECT, related_name="usage_days"
+    )
+    day = models.DateField()
+    # The source the allocation figures come from (the one with most samples that day).
+    source = models.CharField(max_length=12, choices=UsageSource.choices)
+    samples = models.PositiveIntegerField()
+    peak = amount_field("peak allocated")
+    p95 = amount_field("p95 allocated")
+    mean = amount_field("mean allocated")
+    utilization_mean = models.DecimalField(max_digits=5, decimal_places=2, null=True, blank=True)
+    memory_used_mean_mib = models.DecimalField(
+        max_digits=14, decimal_places=1, null=True, blank=True
+    )
+    gpu_hours = models.DecimalField(max_digits=16, decimal_places=3)
+    # Unit-hours above the guarantee in force at each sample (borrowed from others) and of the
+    # guarantee left unused (guaranteed but idle).
+    borrowed_gpu_hours = models.DecimalField(max_digits=16, decimal_places=3)
+    idle_guaranteed_gpu_hours = models.DecimalField(max_digits=16, decimal_places=3)
+    # The guarantee in force at the day's last sample.
+    guarantee = amount_field("guarantee", default=ZERO)
+    # Longest wait of a pending pod seen that day, and the mean of the samples' longest waits
+    # over the samples where something was pending.
+    pending_wait_seconds = models.PositiveIntegerField(null=True, blank=True)
+    pending_wait_mean_seconds = models.PositiveIntegerField(null=True, blank=True)
+    pending_peak = amount_field("pending peak", default=ZERO)
+    evictions = models.PositiveIntegerField(default=0)
+    computed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["team_namespace", "resource", "day"]
+        verbose_name_plural = "usage days"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team_namespace", "resource", "day"],
+                name="usage_daily_unique_ns_resource_day",
+            ),
+        ]
+        indexes = [models.Index(fields=["day"], name="usage_daily_day")]
+
+    def __str__(self) -> str:
+        return f"{self.team_namespace} {self.resource} {self.day}"
+
+
+class PrometheusSource(models.Model):
+    """The Prometheus of a cluster, and how its series name namespaces."""
+
+    cluster = models.OneToOneField(
+        "quotas.Cluster", on_delete=models.CASCADE, related_name="prometheus"
+    )
+    url = models.URLField("Prometheus URL", help_text="e.g. http://prometheus.monitoring:9090")
+    enabled = models.BooleanField(default=True)
+    namespace_label = models.CharField(
+        max_length=100,
+        default="namespace",
+        help_text="Label that carries the namespace; exported_namespace is common when "
+        "kube-state-metrics is scraped through a service monitor.",
+    )
+    gpu_requests_query = models.TextField(
+        default=DEFAULT_GPU_REQUESTS_QUERY,
+        help_text="GPUs requested per namespace; {label} is replaced by the namespace label.",
+    )
+    gpu_utilization_query = models.TextField(
+        default=DEFAULT_GPU_UTIL_QUERY, blank=True, help_text="Mean GPU utilization, 0-100."
+    )
+    gpu_memory_query = models.TextField(
+        default=DEFAULT_GPU_MEMORY_QUERY, blank=True, help_text="GPU memory used, MiB."
+    )
+    resource = models.ForeignKey(
+        "quotas.Resource",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Resource the GPU queries count; empty means nvidia.com/gpu.",
+    )
+    step_seconds = models.PositiveIntegerField(default=300, validators=[MinValueValidator(15)])
+    # Until when samples were collected, so the beat asks only for what is new.
+    collected_until = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["cluster__name"]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}: {self.url}"

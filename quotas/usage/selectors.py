@@ -1,0 +1,109 @@
+"""Reads of rolled-up usage for the rules, the suggestions and the pages."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import date, timedelta
+from decimal import Decimal
+
+from quotas.models import Cluster, UsageDaily
+from quotas.rules import UsageFacts
+from quotas.usage.stats import percentile
+
+
+@dataclass(frozen=True)
+class UsageDay:
+    """One day of one team namespace and resource (see UsageDaily for what each figure means)."""
+
+    cluster: str
+    team: str
+    namespace: str
+    workload_class: str
+    resource: str
+    day: date
+    source: str
+    samples: int
+    peak: Decimal
+    p95: Decimal
+    mean: Decimal
+    utilization_mean: Decimal | None
+    memory_used_mean_mib: Decimal | None
+    gpu_hours: Decimal
+    borrowed_gpu_hours: Decimal
+    idle_guaranteed_gpu_hours: Decimal
+    guarantee: Decimal
+    pending_wait_seconds: int | None
+    pending_wait_mean_seconds: int | None
+    pending_peak: Decimal
+    evictions: int
+    team_namespace_id: int
+    resource_id: int
+
+
+def usage_daily_for(*, cluster: Cluster | str, start: date, end: date) -> list[UsageDay]:
+    """Daily rollups of every team namespace of the cluster, ``start`` to ``end`` inclusive,
+    ordered by namespace, resource and day. Days without samples have no row."""
+    if isinstance(cluster, str):
+        cluster_q = {"team_namespace__cluster__name": cluster}
+    else:
+        cluster_q = {"team_namespace__cluster": cluster}
+    rows = (
+        UsageDaily.objects.filter(day__gte=start, day__lte=end, **cluster_q)
+        .select_related("team_namespace__cluster", "team_namespace__team", "resource")
+        .order_by("team_namespace__name", "resource__name", "day")
+    )
+    return [
+        UsageDay(
+            cluster=r.team_namespace.cluster.name,
+            team=r.team_namespace.team.slug,
+            namespace=r.team_namespace.name,
+            workload_class=r.team_namespace.workload_class,
+            resource=r.resource.name,
+            day=r.day,
+            source=r.source,
+            samples=r.samples,
+            peak=r.peak,
+            p95=r.p95,
+            mean=r.mean,
+            utilization_mean=r.utilization_mean,
+            memory_used_mean_mib=r.memory_used_mean_mib,
+            gpu_hours=r.gpu_hours,
+            borrowed_gpu_hours=r.borrowed_gpu_hours,
+            idle_guaranteed_gpu_hours=r.idle_guaranteed_gpu_hours,
+            guarantee=r.guarantee,
+            pending_wait_seconds=r.pending_wait_seconds,
+            pending_wait_mean_seconds=r.pending_wait_mean_seconds,
+            pending_peak=r.pending_peak,
+            evictions=r.evictions,
+            team_namespace_id=r.team_namespace_id,
+            resource_id=r.resource_id,
+        )
+        for r in rows
+    ]
+
+
+# How far back "last month's typical daily peak" looks, and which percentile of the daily peaks
+# counts as typical (one bad day out of twenty does not make the typical peak).
+PEAK_WINDOW_DAYS = 30
+TYPICAL_PEAK_PERCENTILE = Decimal("0.95")
+
+
+def typical_daily_peaks(*, cluster: Cluster, today: date) -> list[UsageFacts]:
+    """Per namespace and resource of the cluster: the p95 of the daily peaks over the 30 days
+    before ``today``, as the rules' usage facts. Namespaces without rollups are left out."""
+    days = usage_daily_for(
+        cluster=cluster, start=today - timedelta(days=PEAK_WINDOW_DAYS), end=today - timedelta(1)
+    )
+    peaks: dict[tuple[str, str], list[Decimal]] = defaultdict(list)
+    for d in days:
+        peaks[(d.namespace, d.resource)].append(d.peak)
+    return [
+        UsageFacts(
+            cluster=cluster.name,
+            namespace=namespace,
+            resource=resource,
+            typical_daily_peak=percentile(values, TYPICAL_PEAK_PERCENTILE),
+        )
+        for (namespace, resource), values in sorted(peaks.items())
+    ]
