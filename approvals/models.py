@@ -47,6 +47,8 @@ class QuotaRequest(models.Model):
     decision_comment = models.TextField(blank=True)
     auto_approved = models.BooleanField(default=False)
     approvals_needed = models.PositiveSmallIntegerField(default=1)
+    # Why the policy decided as it did (approved automatically, one or two admins, and why).
+    policy_reason = models.TextField(blank=True)
     # What validation said at submit and at approval (warnings are kept, errors blocked).
     findings = models.JSONField(default=list, blank=True)
     # The team's allocations (and usage, where known) when the request was submitted.

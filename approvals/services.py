@@ -434,7 +434,8 @@ def _waiting_it_would_block(request: QuotaRequest, lines: list[RequestLine]) -> 
     )
     if not waiting:
         return []
-    fitting = [w for w in waiting if not requests_fit_problems([w])[w.pk]]
+    now = requests_fit_problems(waiting)
+    fitting = [w for w in waiting if not now[w.pk]]
     after = requests_fit_problems(fitting, assuming=lines)
     return [
         f"request #{w.pk} (waiting for an admin) unable to fit: {after[w.pk][0].message}"
@@ -483,7 +484,10 @@ def request_submit(*, request: QuotaRequest, acting_user: User) -> QuotaRequest:
         request.findings = findings_json(findings)
         request.usage_snapshot = _usage_snapshot(request, usage_now)
         request.approvals_needed = max(decision.approvals_needed, 1)
-        request.save(update_fields=["findings", "usage_snapshot", "approvals_needed"])
+        request.policy_reason = decision.reason
+        request.save(
+            update_fields=["findings", "usage_snapshot", "approvals_needed", "policy_reason"]
+        )
         transition(
             request,
             S.SUBMITTED,
@@ -619,13 +623,13 @@ def request_approve(
             # The number of approvals follows the decided values, not the requested ones.
             decision = _policy_decision(request, _lines(request), has_errors=False, auto=False)
             request.approvals_needed = max(decision.approvals_needed, 1)
-            policy_reason = decision.reason
+            request.policy_reason = policy_reason = decision.reason
         Approval.objects.create(request=request, admin=acting_user, comment=comment)
         lines = _lines(request)
         findings = validate_lines(lines, final=True, exclude_request_id=request.pk)
         _raise_on_errors(findings)
         request.findings = findings_json(findings)
-        request.save(update_fields=["findings", "approvals_needed"])
+        request.save(update_fields=["findings", "approvals_needed", "policy_reason"])
         given = request.approvals.count()
         if given < request.approvals_needed:
             after = {"approvals": given, "needed": request.approvals_needed}

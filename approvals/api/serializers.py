@@ -85,6 +85,7 @@ class RequestSerializer(serializers.ModelSerializer):
             "decision_comment",
             "auto_approved",
             "approvals_needed",
+            "policy_reason",
             "approvals",
             "findings",
             "fits_plan",

@@ -71,6 +71,17 @@ def test_small_steps_stop_at_the_budget(plan, lead_b, gpu):
 
 
 @pytest.mark.django_db
+def test_the_request_page_says_why_it_waits(client, plan, lead_b, gpu):
+    ns = plan["team-b"]
+    step(lead_b, ns, gpu, 5, 7)
+    step(lead_b, ns, gpu, 6, 8)
+    third = step(lead_b, ns, gpu, 7, 8)
+    client.force_login(lead_b)
+    page = client.get(f"/requests/{third.pk}/").content.decode()
+    assert 'data-testid="policy-reason">the auto-approval budget of team-b on demo' in page
+
+
+@pytest.mark.django_db
 def test_decreases_stay_automatic_past_the_budget(plan, lead_b, gpu):
     ns = plan["team-b"]
     step(lead_b, ns, gpu, 5, 7)
@@ -95,7 +106,7 @@ def test_budget_and_period_are_configurable(plan, lead_b, gpu, cluster):
 @pytest.mark.django_db
 def test_api_walking_up_waits_for_an_admin_with_the_reason(plan, lead_b, gpu):
     client = as_user(lead_b)
-    statuses = []
+    statuses, reasons = [], []
     for guarantee, cap in ((5, 7), (6, 8), (7, 8), (8, 8)):
         response = client.post(
             "/api/v1/requests/",
@@ -117,8 +128,10 @@ def test_api_walking_up_waits_for_an_admin_with_the_reason(plan, lead_b, gpu):
         )
         assert response.status_code == 201, response.content
         statuses.append(response.json()["status"])
+        reasons.append(response.json()["policy_reason"])
     assert statuses[:2] == ["applying", "applying"]
     assert statuses[2] == "submitted"
+    assert "auto-approval budget of team-b on demo is 2 per 30 days" in reasons[2]
     assert guarantee_of(plan["team-b"], gpu) == 6
 
 
