@@ -119,10 +119,14 @@ def _check_dates(kind: str, starts_at: datetime | None, ends_at: datetime | None
         )
 
 
-def _priority_classes_check(names: Iterable[str], *, where: str) -> list[str]:
-    """Known class names, sorted and once each; an unknown name is refused, naming the field."""
+def _priority_classes_check(
+    names: Iterable[str], *, where: str, allowed_now: Iterable[str] = ()
+) -> list[str]:
+    """Known class names, sorted and once each; an unknown name is refused, naming the field.
+    Names the allocation allows already pass, so a stale one never blocks other changes."""
     names = sorted(set(names))
     known = set(PriorityClass.objects.filter(name__in=names).values_list("name", flat=True))
+    known |= set(allowed_now)
     unknown = [n for n in names if n not in known]
     if unknown:
         every = ", ".join(PriorityClass.objects.order_by("-value").values_list("name", flat=True))
@@ -170,7 +174,9 @@ def _build_lines(request: QuotaRequest, lines: Iterable[LineInput]) -> None:
         classes = item.priority_classes
         if classes is KEEP:
             classes = current.priority_classes if current else []
-        classes = _priority_classes_check(classes, where=where)
+        classes = _priority_classes_check(
+            classes, where=where, allowed_now=current.priority_classes if current else ()
+        )
         try:
             guarantee, cap, per_pod = allocation_values_check(
                 guarantee=item.guarantee, cap=item.cap, per_pod_max=per_pod_max, resource=resource
@@ -566,7 +572,9 @@ def _apply_decisions(request: QuotaRequest, decisions: Iterable[Decision]) -> bo
         classes = decision.priority_classes
         if classes is None or classes is KEEP:
             classes = line.final_priority_classes
-        classes = _priority_classes_check(classes, where=where)
+        classes = _priority_classes_check(
+            classes, where=where, allowed_now=line.current_priority_classes
+        )
         try:
             g, c, p = allocation_values_check(
                 guarantee=decision.guarantee,

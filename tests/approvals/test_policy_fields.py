@@ -314,3 +314,20 @@ def test_new_form_carries_the_current_values_to_fill_in(client, team_c_dev, lead
         "priority_classes": ["experiment"],
     }
     assert "input.value = value" in response.content.decode()  # filled in, not a placeholder
+
+
+def test_a_class_the_allocation_has_but_the_portal_no_longer_knows_never_blocks(
+    team_c_dev, lead_c, gpu
+):
+    PriorityClass.objects.filter(name="experiment").delete()
+    kept = submit(lead_c, team_c_dev, gpu, LineInput(team_c_dev.pk, gpu.pk, 2, 3))
+    assert kept.auto_approved
+    named = LineInput(team_c_dev.pk, gpu.pk, 2, 3, priority_classes=("experiment",))
+    assert submit(lead_c, team_c_dev, gpu, named).auto_approved
+    with pytest.raises(ValidationFailed, match="unknown priority class 'gold'"):
+        submit(
+            lead_c,
+            team_c_dev,
+            gpu,
+            LineInput(team_c_dev.pk, gpu.pk, 2, 3, priority_classes=("experiment", "gold")),
+        )
