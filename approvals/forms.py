@@ -4,7 +4,7 @@ from django import forms
 from django.forms import formset_factory
 
 from approvals.models import QuotaRequest, RequestLine
-from approvals.services import Decision, LineInput
+from approvals.services import KEEP, Decision, LineInput
 from quotas.models import ClusterCapacity, PriorityClass, Team, TeamNamespace
 
 DATETIME_LOCAL = "%Y-%m-%dT%H:%M"
@@ -59,12 +59,16 @@ class LineForm(forms.Form):
     resource = forms.TypedChoiceField(coerce=int)
     guarantee = forms.DecimalField(min_value=0, decimal_places=3, max_digits=12)
     cap = forms.DecimalField(min_value=0, decimal_places=3, max_digits=12)
+    # Blank per-pod max and no class chosen keep the current values; removing them is the
+    # explicit choice of the two boxes below (and counts as widening for the policy).
     per_pod_max = forms.DecimalField(
         required=False, min_value=0, decimal_places=3, max_digits=12, label="Per-pod max"
     )
+    remove_per_pod_max = forms.BooleanField(required=False, label="remove per-pod max")
     priority_classes = forms.MultipleChoiceField(
         required=False, widget=forms.SelectMultiple(attrs={"size": 3})
     )
+    any_priority_class = forms.BooleanField(required=False, label="no class restriction")
 
     def __init__(self, *args, namespaces, resources, priority_classes, **kwargs):
         super().__init__(*args, **kwargs)
@@ -72,15 +76,35 @@ class LineForm(forms.Form):
         self.fields["resource"].choices = [("", "choose"), *resources]
         self.fields["priority_classes"].choices = [(n, n) for n in priority_classes]
 
+    def clean(self):
+        data = super().clean()
+        if data.get("remove_per_pod_max") and data.get("per_pod_max") is not None:
+            self.add_error("per_pod_max", "give a per-pod max or tick remove per-pod max, not both")
+        if data.get("any_priority_class") and data.get("priority_classes"):
+            self.add_error(
+                "priority_classes", "choose classes or tick no class restriction, not both"
+            )
+        return data
+
     def line_input(self) -> LineInput:
         data = self.cleaned_data
+        per_pod_max = data.get("per_pod_max")
+        if data.get("remove_per_pod_max"):
+            per_pod_max = None
+        elif per_pod_max is None:
+            per_pod_max = KEEP
+        classes = tuple(data.get("priority_classes") or ())
+        if data.get("any_priority_class"):
+            classes = ()
+        elif not classes:
+            classes = KEEP
         return LineInput(
             team_namespace_id=data["team_namespace"],
             resource_id=data["resource"],
             guarantee=data["guarantee"],
             cap=data["cap"],
-            per_pod_max=data.get("per_pod_max"),
-            priority_classes=tuple(data.get("priority_classes") or ()),
+            per_pod_max=per_pod_max,
+            priority_classes=classes,
         )
 
 
@@ -118,6 +142,7 @@ def line_formset(teams, *, data=None, initial=None, extra: int = 3):
 
 
 def line_initial(line: RequestLine) -> dict:
+    """A saved line as the form shows it; a removal it asks for shows as the ticked box."""
     return {
         "team_namespace": line.team_namespace_id,
         "resource": line.resource_id,
@@ -126,7 +151,11 @@ def line_initial(line: RequestLine) -> dict:
         "per_pod_max": line.requested_per_pod_max.normalize()
         if line.requested_per_pod_max is not None
         else None,
+        "remove_per_pod_max": line.requested_per_pod_max is None
+        and line.current_per_pod_max is not None,
         "priority_classes": list(line.requested_priority_classes),
+        "any_priority_class": not line.requested_priority_classes
+        and bool(line.current_priority_classes),
     }
 
 
@@ -181,13 +210,12 @@ class ApproveForm(forms.Form):
             decisions.append(
                 Decision(
                     line_id=line.pk,
-                    guarantee=line.requested_guarantee
+                    # A blank field keeps what stands (requested, or decided before).
+                    guarantee=line.final_guarantee
                     if values["guarantee"] is None
                     else values["guarantee"],
-                    cap=line.requested_cap if values["cap"] is None else values["cap"],
-                    per_pod_max=line.requested_per_pod_max
-                    if values["per_pod_max"] is None
-                    else values["per_pod_max"],
+                    cap=line.final_cap if values["cap"] is None else values["cap"],
+                    per_pod_max=KEEP if values["per_pod_max"] is None else values["per_pod_max"],
                 )
             )
         return decisions

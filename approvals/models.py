@@ -3,6 +3,7 @@
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 
@@ -46,6 +47,8 @@ class QuotaRequest(models.Model):
     decision_comment = models.TextField(blank=True)
     auto_approved = models.BooleanField(default=False)
     approvals_needed = models.PositiveSmallIntegerField(default=1)
+    # Why the policy decided as it did (approved automatically, one or two admins, and why).
+    policy_reason = models.TextField(blank=True)
     # What validation said at submit and at approval (warnings are kept, errors blocked).
     findings = models.JSONField(default=list, blank=True)
     # The team's allocations (and usage, where known) when the request was submitted.
@@ -194,6 +197,19 @@ class ApprovalPolicy(models.Model):
         default=Decimal(4),
         help_text="An increase of guarantee or cap above this much needs two distinct admins.",
     )
+    auto_approve_budget = amount_field(
+        "auto-approval budget per team",
+        default=Decimal(2),
+        help_text="At most this much increase (summed over a team's requests) is approved "
+        "automatically per team on this cluster within the period; past it, increases wait "
+        "for an admin. 0 turns automatic increases off.",
+    )
+    auto_approve_period_days = models.PositiveSmallIntegerField(
+        "auto-approval budget period (days)",
+        default=30,
+        validators=[MinValueValidator(1)],
+        help_text="The window, in days, over which the auto-approval budget is counted.",
+    )
 
     class Meta:
         verbose_name_plural = "approval policies"
@@ -201,6 +217,12 @@ class ApprovalPolicy(models.Model):
             models.CheckConstraint(
                 condition=Q(auto_approve_increase_max__gte=ZERO) & Q(two_admins_above__gte=ZERO),
                 name="policy_thresholds_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(auto_approve_budget__gte=ZERO) & Q(auto_approve_period_days__gte=1),
+                name="policy_budget_valid",
+                violation_error_message="the budget must not be negative and the period at "
+                "least one day",
             ),
         ]
 

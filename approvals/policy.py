@@ -1,11 +1,21 @@
-"""Who must decide a request: pure rules from the size of the change and the cluster policy."""
+"""Who must decide a request: pure rules from every field the request changes and the cluster
+policy (thresholds, and the auto-approval budget a team has left)."""
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 DEFAULT_AUTO_APPROVE_DECREASES = True
 DEFAULT_AUTO_APPROVE_INCREASE_MAX = Decimal(1)
 DEFAULT_TWO_ADMINS_ABOVE = Decimal(4)
+# What one team may get automatically on one cluster per period, summed over its requests,
+# so small steps cannot walk a team up to every free GPU without an admin.
+DEFAULT_AUTO_APPROVE_BUDGET = Decimal(2)
+DEFAULT_AUTO_APPROVE_PERIOD_DAYS = 30
+
+
+def _amount(value: Decimal) -> str:
+    return "0" if value == 0 else f"{value.normalize():f}"
 
 
 @dataclass(frozen=True)
@@ -13,15 +23,30 @@ class PolicyFacts:
     auto_approve_decreases: bool = DEFAULT_AUTO_APPROVE_DECREASES
     auto_approve_increase_max: Decimal = DEFAULT_AUTO_APPROVE_INCREASE_MAX
     two_admins_above: Decimal = DEFAULT_TWO_ADMINS_ABOVE
+    auto_approve_budget: Decimal = DEFAULT_AUTO_APPROVE_BUDGET
+    auto_approve_period_days: int = DEFAULT_AUTO_APPROVE_PERIOD_DAYS
 
 
 @dataclass(frozen=True)
 class LineDelta:
+    """One allocation before and after a request: every field the policy judges.
+
+    An empty set of priority classes means no class restriction (every class allowed); no
+    per-pod max means any pod size up to the cap.
+    """
+
     cluster: str
     guarantee_before: Decimal
     guarantee_after: Decimal
     cap_before: Decimal
     cap_after: Decimal
+    per_pod_max_before: Decimal | None = None
+    per_pod_max_after: Decimal | None = None
+    classes_before: frozenset[str] = frozenset()
+    classes_after: frozenset[str] = frozenset()
+    where: str = ""
+    # Priority values of the known classes, to say when an added class outranks the allowed.
+    class_values: Mapping[str, int] = field(default_factory=dict, compare=False)
 
     @property
     def increase(self) -> Decimal:
@@ -33,8 +58,43 @@ class LineDelta:
         )
 
     @property
+    def guarantee_increase(self) -> Decimal:
+        return max(Decimal(0), self.guarantee_after - self.guarantee_before)
+
+    @property
+    def widenings(self) -> list[str]:
+        """What the line allows beyond amounts: larger pods, more priority classes."""
+        found = []
+        before, after = self.per_pod_max_before, self.per_pod_max_after
+        if before is not None and after is None:
+            found.append(f"removes the per-pod max (was {_amount(before)})")
+        elif before is not None and after is not None and after > before:
+            found.append(f"raises the per-pod max from {_amount(before)} to {_amount(after)}")
+        if self.classes_before and not self.classes_after:
+            allowed = ", ".join(sorted(self.classes_before))
+            found.append(f"removes the priority-class restriction (was: {allowed})")
+        elif self.classes_before:
+            for name in sorted(self.classes_after - self.classes_before):
+                found.append(f"adds priority class {name}{self._outranks(name)}")
+        return [f"{text} on {self.where}" if self.where else text for text in found]
+
+    def _outranks(self, name: str) -> str:
+        value = self.class_values.get(name)
+        allowed = [(self.class_values[c], c) for c in self.classes_before if c in self.class_values]
+        if value is None or not allowed:
+            return ""
+        top_value, top = max(allowed)
+        if value <= top_value:
+            return ""
+        return f" (value {value}, above {top} {top_value}, the highest it allows now)"
+
+    @property
     def is_decrease_only(self) -> bool:
-        return self.guarantee_after <= self.guarantee_before and self.cap_after <= self.cap_before
+        return (
+            self.guarantee_after <= self.guarantee_before
+            and self.cap_after <= self.cap_before
+            and not self.widenings
+        )
 
 
 @dataclass(frozen=True)
@@ -45,12 +105,20 @@ class PolicyDecision:
 
 
 def decide_policy(
-    lines: list[LineDelta], policies: dict[str, PolicyFacts], *, plan_has_errors: bool
+    lines: Sequence[LineDelta],
+    policies: Mapping[str, PolicyFacts],
+    *,
+    plan_has_errors: bool,
+    budget_used: Mapping[str, Decimal] | None = None,
+    team: str = "the team",
 ) -> PolicyDecision:
     """Auto-approve what is safe, else one admin, or two above the threshold.
 
     A request touching several clusters gets the strictest of their policies. Nothing with a
-    validation error is auto-approved (it is refused at submit anyway).
+    validation error is auto-approved (it is refused at submit anyway). Widening a line
+    (larger pods, more priority classes, no restriction) always waits for an admin. Increases
+    are approved automatically only while the team's budget on the cluster (``budget_used``:
+    what was approved automatically in the policy's period) allows.
     """
     if not lines:
         return PolicyDecision(False, 1, "nothing to change")
@@ -64,11 +132,14 @@ def decide_policy(
         return PolicyDecision(
             False,
             2,
-            f"an increase of {biggest.increase.normalize():f} on {biggest.cluster} is above "
-            f"{policy(biggest).two_admins_above.normalize():f}: two admins must approve",
+            f"an increase of {_amount(biggest.increase)} on {biggest.cluster} is above "
+            f"{_amount(policy(biggest).two_admins_above)}: two admins must approve",
         )
     if plan_has_errors:
         return PolicyDecision(False, 1, "the plan has errors")
+    widenings = [text for line in lines for text in line.widenings]
+    if widenings:
+        return PolicyDecision(False, 1, f"{'; '.join(widenings)}: a platform admin must approve")
     if all(line.is_decrease_only and policy(line).auto_approve_decreases for line in lines):
         return PolicyDecision(True, 0, "only decreases: approved automatically")
     small = all(
@@ -79,8 +150,32 @@ def decide_policy(
         )
         for line in lines
     )
-    if small:
-        return PolicyDecision(
-            True, 0, "small increase within free capacity: approved automatically"
-        )
-    return PolicyDecision(False, 1, "one platform admin must approve")
+    if not small:
+        return PolicyDecision(False, 1, "one platform admin must approve")
+    used = budget_used or {}
+    for cluster in sorted({line.cluster for line in lines}):
+        facts = policies.get(cluster, PolicyFacts())
+        asked = sum((line.increase for line in lines if line.cluster == cluster), Decimal(0))
+        spent = used.get(cluster, Decimal(0))
+        if asked > 0 and spent + asked > facts.auto_approve_budget:
+            return PolicyDecision(
+                False,
+                1,
+                f"the auto-approval budget of {team} on {cluster} is "
+                f"{_amount(facts.auto_approve_budget)} per {facts.auto_approve_period_days} days; "
+                f"{_amount(spent)} was approved automatically already and this request adds "
+                f"{_amount(asked)}: a platform admin must approve",
+            )
+    return PolicyDecision(True, 0, "small increase within free capacity: approved automatically")
+
+
+def hold_for_waiting(decision: PolicyDecision, blocked: Sequence[str]) -> PolicyDecision:
+    """An auto-approval that would leave requests waiting for an admin unable to fit waits too."""
+    if not decision.auto_approve or not blocked:
+        return decision
+    return PolicyDecision(
+        False,
+        1,
+        "approving it automatically would leave "
+        f"{'; '.join(blocked)}: a platform admin must decide",
+    )

@@ -10,17 +10,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from enum import Enum
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from approvals import notify
 from approvals.models import Approval, ApprovalPolicy, QuotaRequest, RequestLine
-from approvals.policy import LineDelta, PolicyFacts, decide_policy
+from approvals.policy import LineDelta, PolicyFacts, decide_policy, hold_for_waiting
 from approvals.transitions import S, check_transition, lock_request, transition
-from approvals.validation import findings_json, validate_lines
+from approvals.validation import findings_json, requests_fit_problems, validate_lines
 from portal.errors import PermissionDenied, ValidationFailed
 from quotas.audit import audit_record
 from quotas.kube.usage import team_usage_now
@@ -28,6 +30,7 @@ from quotas.models import (
     Allocation,
     Cluster,
     ClusterCapacity,
+    PriorityClass,
     Resource,
     SyncRequest,
     Team,
@@ -46,25 +49,36 @@ from quotas.services import (
 EXPIRY_WARNING = timedelta(days=1)
 
 
+class Keep(Enum):
+    """A field left out: keep the value it has (the allocation's, or what was requested).
+    Removing a per-pod max or the class restriction is explicit: None, or no classes."""
+
+    KEEP = "keep"
+
+
+KEEP = Keep.KEEP
+
+
 @dataclass(frozen=True)
 class LineInput:
     team_namespace_id: int
     resource_id: int
     guarantee: object
     cap: object
-    per_pod_max: object | None = None
-    priority_classes: tuple[str, ...] = ()
+    per_pod_max: object | Keep | None = KEEP
+    priority_classes: tuple[str, ...] | Keep = KEEP
 
 
 @dataclass(frozen=True)
 class Decision:
-    """An admin's modified amount for one line (approving less, or more, than asked)."""
+    """An admin's modified amount for one line (approving less, or more, than asked).
+    Per-pod max and classes left out (KEEP, or None for classes) stay as requested."""
 
     line_id: int
     guarantee: object
     cap: object
-    per_pod_max: object | None = None
-    priority_classes: tuple[str, ...] | None = None
+    per_pod_max: object | Keep | None = KEEP
+    priority_classes: tuple[str, ...] | Keep | None = None
 
 
 # --- who may do what ----------------------------------------------------------------------
@@ -105,6 +119,25 @@ def _check_dates(kind: str, starts_at: datetime | None, ends_at: datetime | None
         )
 
 
+def _priority_classes_check(
+    names: Iterable[str], *, where: str, allowed_now: Iterable[str] = ()
+) -> list[str]:
+    """Known class names, sorted and once each; an unknown name is refused, naming the field.
+    Names the allocation allows already pass, so a stale one never blocks other changes."""
+    names = sorted(set(names))
+    known = set(PriorityClass.objects.filter(name__in=names).values_list("name", flat=True))
+    known |= set(allowed_now)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        every = ", ".join(PriorityClass.objects.order_by("-value").values_list("name", flat=True))
+        raise ValidationFailed(
+            f"{where}.priority_classes: unknown priority class "
+            f"{', '.join(repr(n) for n in unknown)} (known: {every or 'none'})",
+            field=f"{where}.priority_classes",
+        )
+    return names
+
+
 def _build_lines(request: QuotaRequest, lines: Iterable[LineInput]) -> None:
     lines = list(lines)
     if not lines:
@@ -133,15 +166,25 @@ def _build_lines(request: QuotaRequest, lines: Iterable[LineInput]) -> None:
                 f"{where}: {ns.name} {resource.name} appears twice", field=f"{where}.resource"
             )
         seen.add((ns.pk, resource.pk))
+        current = Allocation.objects.filter(team_namespace=ns, resource=resource).first()
+        # Left out means unchanged: only an explicit None / no classes removes them.
+        per_pod_max = item.per_pod_max
+        if per_pod_max is KEEP:
+            per_pod_max = current.per_pod_max if current else None
+        classes = item.priority_classes
+        if classes is KEEP:
+            classes = current.priority_classes if current else []
+        classes = _priority_classes_check(
+            classes, where=where, allowed_now=current.priority_classes if current else ()
+        )
         try:
             guarantee, cap, per_pod = allocation_values_check(
-                guarantee=item.guarantee, cap=item.cap, per_pod_max=item.per_pod_max
+                guarantee=item.guarantee, cap=item.cap, per_pod_max=per_pod_max, resource=resource
             )
         except ValidationFailed as exc:
             raise ValidationFailed(
                 f"{where}.{exc.field}: {exc.message}", field=f"{where}.{exc.field}"
             ) from None
-        current = Allocation.objects.filter(team_namespace=ns, resource=resource).first()
         RequestLine.objects.create(
             request=request,
             team_namespace=ns,
@@ -154,7 +197,7 @@ def _build_lines(request: QuotaRequest, lines: Iterable[LineInput]) -> None:
             requested_guarantee=guarantee,
             requested_cap=cap,
             requested_per_pod_max=per_pod,
-            requested_priority_classes=sorted(set(item.priority_classes)),
+            requested_priority_classes=classes,
         )
 
 
@@ -245,11 +288,13 @@ def _lines_json(request: QuotaRequest) -> list[dict]:
                 "guarantee": amount(line.current_guarantee),
                 "cap": amount(line.current_cap),
                 "per_pod_max": amount(line.current_per_pod_max),
+                "priority_classes": list(line.current_priority_classes),
             },
             "requested": {
                 "guarantee": amount(line.requested_guarantee),
                 "cap": amount(line.requested_cap),
                 "per_pod_max": amount(line.requested_per_pod_max),
+                "priority_classes": list(line.requested_priority_classes),
             },
             "decided": None
             if line.decided_cap is None
@@ -257,6 +302,7 @@ def _lines_json(request: QuotaRequest) -> list[dict]:
                 "guarantee": amount(line.decided_guarantee),
                 "cap": amount(line.decided_cap),
                 "per_pod_max": amount(line.decided_per_pod_max),
+                "priority_classes": line.final_priority_classes,
             },
         }
         for line in _lines(request)
@@ -311,27 +357,119 @@ def _raise_on_errors(findings) -> None:
         )
 
 
-def _policy_decision(request: QuotaRequest, lines: list[RequestLine], *, has_errors: bool):
-    clusters = {line.team_namespace.cluster_id for line in lines}
-    policies = {
+def _policy_facts(cluster_ids: Iterable[int]) -> dict[str, PolicyFacts]:
+    return {
         p.cluster.name: PolicyFacts(
             auto_approve_decreases=p.auto_approve_decreases,
             auto_approve_increase_max=p.auto_approve_increase_max,
             two_admins_above=p.two_admins_above,
+            auto_approve_budget=p.auto_approve_budget,
+            auto_approve_period_days=p.auto_approve_period_days,
         )
-        for p in ApprovalPolicy.objects.filter(cluster_id__in=clusters).select_related("cluster")
+        for p in ApprovalPolicy.objects.filter(cluster_id__in=set(cluster_ids)).select_related(
+            "cluster"
+        )
     }
-    deltas = [
+
+
+def _deltas(lines: list[RequestLine]) -> list[LineDelta]:
+    """Every field of every line, from the allocation as it is to the final values."""
+    class_values = dict(PriorityClass.objects.values_list("name", "value"))
+    return [
         LineDelta(
             cluster=line.team_namespace.cluster.name,
             guarantee_before=line.current_guarantee,
             guarantee_after=line.final_guarantee,
             cap_before=line.current_cap,
             cap_after=line.final_cap,
+            per_pod_max_before=line.current_per_pod_max,
+            per_pod_max_after=line.final_per_pod_max,
+            classes_before=frozenset(line.current_priority_classes),
+            classes_after=frozenset(line.final_priority_classes),
+            where=f"{line.team_namespace.name} {line.resource.name}",
+            class_values=class_values,
         )
         for line in lines
     ]
-    return decide_policy(deltas, policies, plan_has_errors=has_errors)
+
+
+def _auto_approved_recently(
+    request: QuotaRequest, clusters: dict[int, str], policies: dict[str, PolicyFacts]
+) -> dict[str, Decimal]:
+    """Per cluster, the increase the team got automatically within the policy's period."""
+    used: dict[str, Decimal] = {}
+    now = timezone.now()
+    for cluster_id, name in clusters.items():
+        days = policies.get(name, PolicyFacts()).auto_approve_period_days
+        lines = RequestLine.objects.filter(
+            request__team=request.team,
+            request__auto_approved=True,
+            request__decided_at__gte=now - timedelta(days=days),
+            team_namespace__cluster_id=cluster_id,
+        ).exclude(request=request)
+        used[name] = sum(
+            (
+                max(
+                    Decimal(0),
+                    line.final_guarantee - line.current_guarantee,
+                    line.final_cap - line.current_cap,
+                )
+                for line in lines
+            ),
+            Decimal(0),
+        )
+    return used
+
+
+def _waiting_it_would_block(request: QuotaRequest, lines: list[RequestLine]) -> list[str]:
+    """Requests waiting for an admin that fit now and would not once this one is applied."""
+    raising = [line for line in lines if line.final_guarantee > line.current_guarantee]
+    if not raising:
+        return []  # only a higher guarantee takes capacity from others
+    touching = Q()
+    for line in raising:
+        touching |= Q(
+            lines__team_namespace__cluster_id=line.team_namespace.cluster_id,
+            lines__resource_id=line.resource_id,
+        )
+    waiting = list(
+        QuotaRequest.objects.filter(touching, status=S.SUBMITTED)
+        .exclude(pk=request.pk)
+        .distinct()
+        .order_by("id")
+    )
+    if not waiting:
+        return []
+    now = requests_fit_problems(waiting)
+    fitting = [w for w in waiting if not now[w.pk]]
+    after = requests_fit_problems(fitting, assuming=lines)
+    return [
+        f"request #{w.pk} (waiting for an admin) unable to fit: {after[w.pk][0].message}"
+        for w in fitting
+        if after[w.pk]
+    ]
+
+
+def _policy_decision(
+    request: QuotaRequest, lines: list[RequestLine], *, has_errors: bool, auto: bool = True
+):
+    """Who must decide, on the lines' final values. With ``auto``, also whether it may be
+    approved automatically now (the team's budget, the requests waiting for an admin)."""
+    clusters = {line.team_namespace.cluster_id: line.team_namespace.cluster.name for line in lines}
+    policies = _policy_facts(clusters)
+    deltas = _deltas(lines)
+    if not auto:
+        return decide_policy(deltas, policies, plan_has_errors=has_errors)
+    decision = decide_policy(
+        deltas,
+        policies,
+        plan_has_errors=has_errors,
+        budget_used=_auto_approved_recently(request, clusters, policies),
+        team=request.team.slug,
+    )
+    if decision.auto_approve:
+        decision = hold_for_waiting(decision, _waiting_it_would_block(request, lines))
+    return decision
 
 
 def request_submit(*, request: QuotaRequest, acting_user: User) -> QuotaRequest:
@@ -352,7 +490,10 @@ def request_submit(*, request: QuotaRequest, acting_user: User) -> QuotaRequest:
         request.findings = findings_json(findings)
         request.usage_snapshot = _usage_snapshot(request, usage_now)
         request.approvals_needed = max(decision.approvals_needed, 1)
-        request.save(update_fields=["findings", "usage_snapshot", "approvals_needed"])
+        request.policy_reason = decision.reason
+        request.save(
+            update_fields=["findings", "usage_snapshot", "approvals_needed", "policy_reason"]
+        )
         transition(
             request,
             S.SUBMITTED,
@@ -403,32 +544,53 @@ def _lock_allocations(request: QuotaRequest) -> None:
     )
 
 
-def _apply_decisions(request: QuotaRequest, decisions: Iterable[Decision]) -> None:
+def _final_values(line: RequestLine) -> tuple:
+    return (
+        line.final_guarantee,
+        line.final_cap,
+        line.final_per_pod_max,
+        sorted(line.final_priority_classes),
+    )
+
+
+def _apply_decisions(request: QuotaRequest, decisions: Iterable[Decision]) -> bool:
+    """Record the decided values; True when they change what would be applied."""
     by_id = {line.pk: line for line in _lines(request)}
+    changed = False
     for index, decision in enumerate(decisions):
+        where = f"decisions[{index}]"
         line = by_id.get(decision.line_id)
         if line is None:
             raise ValidationFailed(
-                f"decisions[{index}].line_id: line {decision.line_id} is not part of request "
-                f"#{request.pk}",
-                field=f"decisions[{index}].line_id",
+                f"{where}.line_id: line {decision.line_id} is not part of request #{request.pk}",
+                field=f"{where}.line_id",
             )
+        before = _final_values(line)
+        per_pod_max = decision.per_pod_max
+        if per_pod_max is KEEP:
+            per_pod_max = line.final_per_pod_max
+        classes = decision.priority_classes
+        if classes is None or classes is KEEP:
+            classes = line.final_priority_classes
+        classes = _priority_classes_check(
+            classes, where=where, allowed_now=line.current_priority_classes
+        )
         try:
             g, c, p = allocation_values_check(
-                guarantee=decision.guarantee, cap=decision.cap, per_pod_max=decision.per_pod_max
+                guarantee=decision.guarantee,
+                cap=decision.cap,
+                per_pod_max=per_pod_max,
+                resource=line.resource,
             )
         except ValidationFailed as exc:
             raise ValidationFailed(
-                f"decisions[{index}].{exc.field}: {exc.message}",
-                field=f"decisions[{index}].{exc.field}",
+                f"{where}.{exc.field}: {exc.message}", field=f"{where}.{exc.field}"
             ) from None
         line.decided_guarantee, line.decided_cap, line.decided_per_pod_max = g, c, p
-        line.decided_priority_classes = (
-            sorted(set(decision.priority_classes))
-            if decision.priority_classes is not None
-            else list(line.requested_priority_classes)
-        )
+        line.decided_priority_classes = classes
         line.save()
+        changed = changed or _final_values(line) != before
+    return changed
 
 
 def request_approve(
@@ -458,21 +620,38 @@ def request_approve(
                 field="request",
             )
         decisions = list(decisions)
+        dropped: list[str] = []
+        policy_reason = ""
         if decisions:
-            _apply_decisions(request, decisions)
+            if _apply_decisions(request, decisions):
+                # Earlier approvals were given to other values: they no longer count.
+                earlier = request.approvals.exclude(admin=acting_user)
+                dropped = list(earlier.values_list("admin__username", flat=True))
+                earlier.delete()
+            # The number of approvals follows the decided values, not the requested ones.
+            decision = _policy_decision(request, _lines(request), has_errors=False, auto=False)
+            request.approvals_needed = max(decision.approvals_needed, 1)
+            request.policy_reason = policy_reason = decision.reason
         Approval.objects.create(request=request, admin=acting_user, comment=comment)
         lines = _lines(request)
         findings = validate_lines(lines, final=True, exclude_request_id=request.pk)
         _raise_on_errors(findings)
         request.findings = findings_json(findings)
-        request.save(update_fields=["findings"])
+        request.save(update_fields=["findings", "approvals_needed", "policy_reason"])
         given = request.approvals.count()
         if given < request.approvals_needed:
+            after = {"approvals": given, "needed": request.approvals_needed}
+            if policy_reason:
+                after["policy"] = policy_reason
+            if dropped:
+                after["approvals_dropped"] = dropped
+            if decisions:
+                after["lines"] = _lines_json(request)
             audit_record(
                 acting_user=acting_user,
                 action="request.approval",
                 target=request,
-                after={"approvals": given, "needed": request.approvals_needed},
+                after=after,
                 comment=comment,
             )
             return request

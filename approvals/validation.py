@@ -7,13 +7,22 @@ month's typical daily peaks from the usage rollups.
 """
 
 from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
 from decimal import Decimal
 
 from django.utils import timezone
 
 from approvals.models import QuotaRequest, RequestLine
 from quotas.models import Allocation, Cluster
-from quotas.rules import AllocationFacts, Finding, PlanChange, check_change
+from quotas.rules import (
+    AllocationFacts,
+    ClusterFacts,
+    Finding,
+    PlanChange,
+    UsageFacts,
+    check_change,
+)
 from quotas.selectors import allocation_facts, cluster_facts
 from quotas.usage.selectors import typical_daily_peaks
 
@@ -44,45 +53,145 @@ def _scheduled_grants(cluster: Cluster, exclude_request_id: int | None) -> list[
     ]
 
 
+@dataclass
+class _ClusterPlan:
+    """What the rules need of one cluster: its facts and its plan, keyed by (namespace,
+    resource), for the resources in question."""
+
+    facts: ClusterFacts
+    allocations: dict[tuple[str, str], AllocationFacts]
+    # Last month's typical daily peaks, for the "guarantee below 80% of peak" warning.
+    usage: tuple[UsageFacts, ...] = ()
+
+
+def _load_plans(
+    resources_by_cluster: dict[int, set[int]],
+    *,
+    exclude_request_id: int | None = None,
+    with_usage: bool = True,
+) -> dict[int, _ClusterPlan]:
+    """One read per cluster (facts, allocations of the resources, scheduled grants, and with
+    ``with_usage`` the usage rollups that only feed warnings)."""
+    plans = {}
+    for cluster_id, resource_ids in sorted(resources_by_cluster.items()):
+        cluster = Cluster.objects.get(pk=cluster_id)
+        current = Allocation.objects.filter(
+            team_namespace__cluster=cluster, resource_id__in=resource_ids
+        ).select_related("team_namespace__cluster", "resource")
+        allocations = [allocation_facts(a) for a in current]
+        allocations += _scheduled_grants(cluster, exclude_request_id)
+        plans[cluster_id] = _ClusterPlan(
+            facts=cluster_facts(cluster),
+            allocations={(a.namespace, a.resource): a for a in allocations},
+            usage=tuple(typical_daily_peaks(cluster=cluster, today=timezone.localdate()))
+            if with_usage
+            else (),
+        )
+    return plans
+
+
+def _check(
+    plan: _ClusterPlan,
+    lines: list[RequestLine],
+    *,
+    final: bool,
+    overlay: dict[tuple[str, str], AllocationFacts] | None = None,
+) -> list[Finding]:
+    allocations = dict(plan.allocations)
+    allocations.update(overlay or {})
+    changes = []
+    for line in lines:
+        guarantee = line.final_guarantee if final else line.requested_guarantee
+        cap = line.final_cap if final else line.requested_cap
+        per_pod = line.final_per_pod_max if final else line.requested_per_pod_max
+        changes.append(
+            PlanChange(
+                cluster=plan.facts.name,
+                namespace=line.team_namespace.name,
+                resource=line.resource.name,
+                guarantee=Decimal(guarantee),
+                cap=Decimal(cap),
+                per_pod_max=per_pod,
+                current=allocations.get((line.team_namespace.name, line.resource.name)),
+            )
+        )
+    return check_change(
+        cluster=plan.facts,
+        allocations=list(allocations.values()),
+        changes=changes,
+        usage=plan.usage,
+    )
+
+
+def _by_cluster(lines: Iterable[RequestLine]) -> dict[int, list[RequestLine]]:
+    by_cluster: dict[int, list[RequestLine]] = defaultdict(list)
+    for line in lines:
+        by_cluster[line.team_namespace.cluster_id].append(line)
+    return by_cluster
+
+
 def validate_lines(
     lines: list[RequestLine], *, final: bool, exclude_request_id: int | None = None
 ) -> list[Finding]:
     """Findings for the request's lines: requested values, or the decided ones when final."""
-    by_cluster: dict[int, list[RequestLine]] = defaultdict(list)
-    for line in lines:
-        by_cluster[line.team_namespace.cluster_id].append(line)
+    by_cluster = _by_cluster(lines)
+    plans = _load_plans(
+        {c: {line.resource_id for line in ls} for c, ls in by_cluster.items()},
+        exclude_request_id=exclude_request_id,
+    )
     findings: list[Finding] = []
     for cluster_id, cluster_lines in sorted(by_cluster.items()):
-        cluster = Cluster.objects.get(pk=cluster_id)
-        current = Allocation.objects.filter(team_namespace__cluster=cluster).select_related(
-            "team_namespace__cluster", "resource"
-        )
-        allocations = [allocation_facts(a) for a in current]
-        allocations += _scheduled_grants(cluster, exclude_request_id)
-        by_key = {(a.namespace, a.resource): a for a in allocations}
-        changes = []
-        for line in cluster_lines:
-            guarantee = line.final_guarantee if final else line.requested_guarantee
-            cap = line.final_cap if final else line.requested_cap
-            per_pod = line.final_per_pod_max if final else line.requested_per_pod_max
-            changes.append(
-                PlanChange(
-                    cluster=cluster.name,
-                    namespace=line.team_namespace.name,
-                    resource=line.resource.name,
-                    guarantee=Decimal(guarantee),
-                    cap=Decimal(cap),
-                    per_pod_max=per_pod,
-                    current=by_key.get((line.team_namespace.name, line.resource.name)),
-                )
-            )
-        findings += check_change(
-            cluster=cluster_facts(cluster),
-            allocations=allocations,
-            changes=changes,
-            usage=typical_daily_peaks(cluster=cluster, today=timezone.localdate()),
-        )
+        findings += _check(plans[cluster_id], cluster_lines, final=final)
     return findings
+
+
+def requests_fit_problems(
+    requests: Iterable[QuotaRequest], *, assuming: Iterable[RequestLine] = ()
+) -> dict[int, list[Finding]]:
+    """Does each request, with its decided (or requested) values, fit the plan now?
+
+    The one answer the admin queue, the request page, the API and auto-approval ask: per
+    request id, the errors approving it would meet (empty: it fits). ``assuming`` are lines
+    of another request taken as applied first. Reads each cluster once for all requests.
+    """
+    requests = list(requests)
+    lines_of: dict[int, list[RequestLine]] = {r.pk: [] for r in requests}
+    for line in (
+        RequestLine.objects.filter(request_id__in=list(lines_of))
+        .select_related("team_namespace", "resource")
+        .order_by("id")
+    ):
+        lines_of[line.request_id].append(line)
+    assuming = list(assuming)
+    wanted: dict[int, set[int]] = defaultdict(set)
+    for line in [*assuming, *(li for ls in lines_of.values() for li in ls)]:
+        wanted[line.team_namespace.cluster_id].add(line.resource_id)
+    # Whether a request fits is a matter of errors; warnings (usage) are not read here.
+    plans = _load_plans(wanted, with_usage=False)
+    overlay: dict[int, dict[tuple[str, str], AllocationFacts]] = defaultdict(dict)
+    for line in assuming:
+        cluster_id = line.team_namespace.cluster_id
+        key = (line.team_namespace.name, line.resource.name)
+        base = plans[cluster_id].allocations.get(key)
+        overlay[cluster_id][key] = AllocationFacts(
+            cluster=plans[cluster_id].facts.name,
+            namespace=key[0],
+            resource=key[1],
+            guarantee=line.final_guarantee,
+            cap=line.final_cap,
+            per_pod_max=line.final_per_pod_max,
+            workload_class=base.workload_class if base else line.team_namespace.workload_class,
+        )
+    problems = {}
+    for request in requests:
+        errors: list[Finding] = []
+        for cluster_id, cluster_lines in sorted(_by_cluster(lines_of[request.pk]).items()):
+            found = _check(
+                plans[cluster_id], cluster_lines, final=True, overlay=overlay.get(cluster_id)
+            )
+            errors += [f for f in found if f.is_error]
+        problems[request.pk] = errors
+    return problems
 
 
 def findings_json(findings: list[Finding]) -> list[dict]:

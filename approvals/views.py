@@ -37,6 +37,7 @@ from approvals.services import (
     request_submit,
     request_withdraw,
 )
+from approvals.validation import requests_fit_problems
 from portal.errors import ApplicationError
 from quotas.kube.client import KubeError
 from quotas.models import Allocation, AuditEvent, ClusterCapacity, Team, TeamNamespace
@@ -91,6 +92,10 @@ def request_list(request: HttpRequest) -> HttpResponse:
                 .exclude(approvals__admin=user)
             )
     page = Paginator(rows, 50).get_page(request.GET.get("page"))
+    # The same answer the API and the approval give: waiting requests that no longer fit.
+    problems = requests_fit_problems([qr for qr in page if qr.status == S.SUBMITTED])
+    for qr in page:
+        qr.plan_problems = [f.message for f in problems.get(qr.pk, [])]
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -361,6 +366,9 @@ def _render_detail(
         and qr.status == S.SUBMITTED
         and not any(a.admin_id == user.pk for a in approvals)
     )
+    plan_problems = []
+    if qr.status == S.SUBMITTED:
+        plan_problems = [f.message for f in requests_fit_problems([qr])[qr.pk]]
     approve_form = approve_form or ApproveForm(lines=lines)
     approve_form.lines = lines
     for line in lines:
@@ -383,6 +391,7 @@ def _render_detail(
             "may_submit": qr.status in EDITABLE and (is_requester or leads_team),
             "may_withdraw": qr.status in WITHDRAWABLE and is_requester,
             "may_decide": may_decide,
+            "plan_problems": plan_problems,
             "may_preview": sees_everything(user),
             "approve_form": approve_form,
             "reject_form": reject_form or CommentForm(prefix="reject"),

@@ -27,6 +27,7 @@ WARNING = "warning"
 
 # Rule ids: stable, other code and stored audit rows refer to them. Listed in display order.
 RULE_NEGATIVE = "negative"
+RULE_WHOLE_UNITS = "whole_units"
 RULE_PER_POD_MAX_POSITIVE = "per_pod_max_positive"
 RULE_UNKNOWN_CAPACITY = "unknown_capacity"
 RULE_GUARANTEE_LE_CAP = "guarantee_le_cap"
@@ -37,6 +38,7 @@ RULE_GUARANTEE_BELOW_PEAK = "guarantee_below_peak"
 RULE_LARGE_JUMP = "large_jump"
 RULES = (
     RULE_NEGATIVE,
+    RULE_WHOLE_UNITS,
     RULE_PER_POD_MAX_POSITIVE,
     RULE_UNKNOWN_CAPACITY,
     RULE_GUARANTEE_LE_CAP,
@@ -67,6 +69,8 @@ class ClusterFacts:
     capacities: dict[str, Decimal]  # resource name -> capacity
     max_cap_share: Decimal
     backends: frozenset[str] = frozenset()
+    # Resources counted in whole units (GPUs, MIG slices, HAMi vGPU memory and cores).
+    whole_resources: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,13 @@ def fmt(value: Decimal | int) -> str:
     if d == 0:
         return "0"  # also turns -0 into 0
     return format(d.normalize(), "f")
+
+
+def whole_number_error(field: str, value: Decimal | None, resource: str) -> str | None:
+    """The message when an amount of a whole-unit resource has a fraction, else None."""
+    if value is None or value == value.to_integral_value():
+        return None
+    return f"{field} must be a whole number of {resource}, got {fmt(value)}"
 
 
 def has_errors(findings: Iterable[Finding]) -> bool:
@@ -275,6 +286,15 @@ def _allocation_findings(
         if value < 0:
             message = f"{label} {fmt(value)} for {where} must not be negative"
             found.append(_finding(ERROR, RULE_NEGATIVE, field, message, a))
+    if a.resource in cluster.whole_resources:
+        for field, value in (
+            ("guarantee", a.guarantee),
+            ("cap", a.cap),
+            ("per_pod_max", a.per_pod_max),
+        ):
+            message = whole_number_error(field, value, a.resource)
+            if message:
+                found.append(_finding(ERROR, RULE_WHOLE_UNITS, field, f"{message} ({where})", a))
     if a.per_pod_max is not None and a.per_pod_max <= 0:
         message = f"per-pod max {fmt(a.per_pod_max)} for {where} must be positive (or empty)"
         found.append(_finding(ERROR, RULE_PER_POD_MAX_POSITIVE, "per_pod_max", message, a))

@@ -118,14 +118,13 @@ def capacity_summary(*, cluster_ids: list[int] | None = None) -> list[CapacityLi
 
 def cluster_facts(cluster: Cluster) -> ClusterFacts:
     """What the plan rules need to know of a cluster."""
+    capacities = list(cluster.capacities.select_related("resource"))
     return ClusterFacts(
         name=cluster.name,
-        capacities={
-            name: capacity
-            for name, capacity in cluster.capacities.values_list("resource__name", "capacity")
-        },
+        capacities={c.resource.name: c.capacity for c in capacities},
         max_cap_share=cluster.effective_max_cap_share,
         backends=frozenset(cluster.backends),
+        whole_resources=frozenset(c.resource.name for c in capacities if c.resource.whole_units),
     )
 
 

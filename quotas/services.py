@@ -33,12 +33,23 @@ def _amount(value: object, field: str) -> Decimal:
 
 
 def allocation_values_check(
-    *, guarantee: object, cap: object, per_pod_max: object | None
+    *,
+    guarantee: object,
+    cap: object,
+    per_pod_max: object | None,
+    resource: Resource | None = None,
 ) -> tuple[Decimal, Decimal, Decimal | None]:
-    """The rules of a single allocation; the whole-plan rules live with requests."""
+    """The rules of a single allocation; the whole-plan rules live with requests.
+
+    With the resource, amounts of whole-unit resources (GPUs, MIG slices, vGPU) must be whole.
+    """
     g = _amount(guarantee, "guarantee")
     c = _amount(cap, "cap")
     p = None if per_pod_max in (None, "") else _amount(per_pod_max, "per_pod_max")
+    if resource is not None:
+        errors = resource.whole_number_errors({"guarantee": g, "cap": c, "per_pod_max": p})
+        for field, message in errors.items():
+            raise ValidationFailed(message, field=field)
     if g > c:
         raise ValidationFailed(
             f"guarantee {fmt(g)} exceeds cap {fmt(c)} (guarantee ≤ cap)",
@@ -90,7 +101,9 @@ def allocation_set(
     Runs inside the caller's transaction when there is one (approvals set several allocations
     and their audit events atomically).
     """
-    g, c, p = allocation_values_check(guarantee=guarantee, cap=cap, per_pod_max=per_pod_max)
+    g, c, p = allocation_values_check(
+        guarantee=guarantee, cap=cap, per_pod_max=per_pod_max, resource=resource
+    )
     classes = sorted(set(priority_classes))
     with transaction.atomic():
         allocation = (

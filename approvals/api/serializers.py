@@ -3,6 +3,7 @@
 from rest_framework import serializers
 
 from approvals.models import Approval, QuotaRequest, RequestLine
+from approvals.validation import findings_json, requests_fit_problems
 from quotas.api.serializers import AmountField
 
 AMOUNT = {"max_digits": 14, "decimal_places": 3}
@@ -63,6 +64,7 @@ class RequestSerializer(serializers.ModelSerializer):
     decided_by = serializers.CharField(source="decided_by.username", default=None)
     lines = RequestLineSerializer(many=True)
     approvals = ApprovalSerializer(many=True)
+    fits_plan = serializers.SerializerMethodField()
 
     class Meta:
         model = QuotaRequest
@@ -83,10 +85,23 @@ class RequestSerializer(serializers.ModelSerializer):
             "decision_comment",
             "auto_approved",
             "approvals_needed",
+            "policy_reason",
             "approvals",
             "findings",
+            "fits_plan",
             "lines",
         ]
+
+    def get_fits_plan(self, request: QuotaRequest) -> dict | None:
+        """For a request waiting for an admin: does it still fit the plan, and if not, why.
+        Lists pass the answers for a whole page in the context ("plan_problems")."""
+        if request.status != QuotaRequest.Status.SUBMITTED:
+            return None
+        problems = self.context.get("plan_problems")
+        if problems is None or request.pk not in problems:
+            problems = requests_fit_problems([request])
+        found = problems[request.pk]
+        return {"fits": not found, "problems": findings_json(found)}
 
 
 # --- input --------------------------------------------------------------------------------
@@ -98,9 +113,10 @@ class LineInputSerializer(serializers.Serializer):
     resource = serializers.CharField(max_length=253)
     guarantee = serializers.DecimalField(**AMOUNT)
     cap = serializers.DecimalField(**AMOUNT)
+    # Left out: unchanged. Removing is explicit: "per_pod_max": null, "priority_classes": [].
     per_pod_max = serializers.DecimalField(**AMOUNT, required=False, allow_null=True)
     priority_classes = serializers.ListField(
-        child=serializers.CharField(max_length=253), required=False, default=list
+        child=serializers.CharField(max_length=253), required=False
     )
 
 

@@ -21,6 +21,7 @@ from approvals.api.serializers import (
 )
 from approvals.models import Approval, QuotaRequest, RequestLine
 from approvals.selectors import requests_visible_to
+from approvals.validation import requests_fit_problems
 from portal.api.pagination import ApiPagination
 from portal.errors import ApplicationError, ValidationFailed
 from quotas.models import Resource, Team
@@ -83,8 +84,11 @@ def _line_inputs(user, lines: list[dict]) -> list[services.LineInput]:
                 resource_id=resource.pk,
                 guarantee=line["guarantee"],
                 cap=line["cap"],
-                per_pod_max=line.get("per_pod_max"),
-                priority_classes=tuple(line.get("priority_classes") or ()),
+                # A field left out keeps its value; null / [] remove it.
+                per_pod_max=line.get("per_pod_max", services.KEEP),
+                priority_classes=(
+                    tuple(line["priority_classes"]) if "priority_classes" in line else services.KEEP
+                ),
             )
         )
     return inputs
@@ -103,6 +107,13 @@ class RequestList(generics.ListCreateAPIView):
         if value := self.request.query_params.get("team"):
             requests = requests.filter(team__slug=value)
         return requests
+
+    def list(self, request: Request, *args, **kwargs) -> Response:
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        waiting = [r for r in page if r.status == QuotaRequest.Status.SUBMITTED]
+        context = {**self.get_serializer_context(), "plan_problems": requests_fit_problems(waiting)}
+        body = self.get_serializer(page, many=True, context=context).data
+        return self.get_paginated_response(body)
 
     def create(self, request: Request, *args, **kwargs) -> Response:
         form = RequestCreateSerializer(data=request.data)
@@ -151,7 +162,7 @@ def _approve(qr, user, data):
             line_id=d["line"],
             guarantee=d["guarantee"],
             cap=d["cap"],
-            per_pod_max=d.get("per_pod_max"),
+            per_pod_max=d.get("per_pod_max", services.KEEP),
             priority_classes=(
                 tuple(d["priority_classes"]) if d.get("priority_classes") is not None else None
             ),

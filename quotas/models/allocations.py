@@ -1,6 +1,7 @@
 """Allocations: a team namespace's entitlement to one resource, with every version kept."""
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
 
@@ -72,6 +73,16 @@ class Allocation(AllocationValues):
 
     def __str__(self) -> str:
         return f"{self.team_namespace} {self.resource}: {self.guarantee:f}/{self.cap:f}"
+
+    def clean(self) -> None:
+        super().clean()
+        if self.resource_id is None:
+            return
+        errors = self.resource.whole_number_errors(
+            {"guarantee": self.guarantee, "cap": self.cap, "per_pod_max": self.per_pod_max}
+        )
+        if errors:
+            raise ValidationError(errors)
 
 
 class AllocationVersion(AllocationValues):

@@ -3,6 +3,7 @@
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
@@ -13,6 +14,7 @@ from quotas.models.fields import (
     dns1123_label_validator,
     resource_name_validator,
 )
+from quotas.rules import whole_number_error
 
 
 class Cluster(models.Model):
@@ -142,6 +144,28 @@ class Resource(models.Model):
         """Extended resources (anything with a domain) can only be quota'd on requests/limits."""
         return "/" in self.name
 
+    @property
+    def whole_units(self) -> bool:
+        """Counted in whole units: GPUs, MIG slices, HAMi's vGPU memory (MiB) and cores (%),
+        and every extended resource (Kubernetes and Volcano refuse fractions of them)."""
+        return self.kind in WHOLE_KINDS or self.is_extended
+
+    def whole_number_errors(self, values: dict[str, Decimal | None]) -> dict[str, str]:
+        """Per field, the error of an amount with a fraction; empty when all are whole."""
+        if not self.whole_units:
+            return {}
+        errors = {}
+        for field, value in values.items():
+            message = whole_number_error(field, value, self.name)
+            if message:
+                errors[field] = message
+        return errors
+
+
+WHOLE_KINDS = frozenset(
+    {Resource.Kind.GPU, Resource.Kind.MIG, Resource.Kind.VGPU_MEMORY, Resource.Kind.VGPU_CORES}
+)
+
 
 class ClusterCapacity(models.Model):
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="capacities")
@@ -160,6 +184,13 @@ class ClusterCapacity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster}: {self.capacity.normalize():f} {self.resource}"
+
+    def clean(self) -> None:
+        super().clean()
+        if self.resource_id is not None and self.capacity is not None:
+            errors = self.resource.whole_number_errors({"capacity": Decimal(self.capacity)})
+            if errors:
+                raise ValidationError(errors)
 
 
 class PriorityClass(models.Model):

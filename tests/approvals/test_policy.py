@@ -2,7 +2,9 @@
 
 from decimal import Decimal as D
 
-from approvals.policy import LineDelta, PolicyFacts, decide_policy
+import pytest
+
+from approvals.policy import LineDelta, PolicyFacts, decide_policy, hold_for_waiting
 
 
 def line(g0, g1, c0, c1, cluster="demo"):
@@ -50,3 +52,113 @@ def test_the_strictest_cluster_policy_wins():
 def test_nothing_with_plan_errors_is_auto_approved():
     decision = decide_policy([line(2, 3, 4, 5)], {}, plan_has_errors=True)
     assert not decision.auto_approve
+
+
+# --- every field, budgets, waiting requests ----------------------------------------------------
+
+VALUES = {"production-inference": 100000, "training": 10000, "experiment": 1000}
+
+
+def fields(**kwargs) -> LineDelta:
+    base = {
+        "cluster": "demo",
+        "guarantee_before": D(2),
+        "guarantee_after": D(2),
+        "cap_before": D(4),
+        "cap_after": D(4),
+        "where": "team-c-dev nvidia.com/gpu",
+        "class_values": VALUES,
+    }
+    return LineDelta(**{**base, **kwargs})
+
+
+def test_adding_a_class_that_outranks_the_allowed_ones_is_named_and_waits():
+    delta = fields(
+        classes_before=frozenset({"experiment"}),
+        classes_after=frozenset({"experiment", "production-inference"}),
+    )
+    assert not delta.is_decrease_only
+    decision = decide_policy([delta], {}, plan_has_errors=False)
+    assert (decision.auto_approve, decision.approvals_needed) == (False, 1)
+    assert decision.reason == (
+        "adds priority class production-inference (value 100000, above experiment 1000, the "
+        "highest it allows now) on team-c-dev nvidia.com/gpu: a platform admin must approve"
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"per_pod_max_before": D(2), "per_pod_max_after": None}, "removes the per-pod max"),
+        ({"per_pod_max_before": D(2), "per_pod_max_after": D(3)}, "raises the per-pod max"),
+        (
+            {"classes_before": frozenset({"experiment"}), "classes_after": frozenset()},
+            "removes the priority-class restriction (was: experiment)",
+        ),
+        (
+            {
+                "classes_before": frozenset({"training"}),
+                "classes_after": frozenset({"experiment"}),
+            },
+            "adds priority class experiment on",
+        ),
+    ],
+)
+def test_widening_even_with_lower_amounts_waits_for_an_admin(change, said):
+    delta = fields(guarantee_after=D(1), cap_after=D(3), **change)
+    decision = decide_policy([delta], {}, plan_has_errors=False)
+    assert not decision.auto_approve
+    assert said in decision.reason
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"per_pod_max_before": None, "per_pod_max_after": D(2)},
+        {"per_pod_max_before": D(3), "per_pod_max_after": D(2)},
+        {"classes_before": frozenset(), "classes_after": frozenset({"experiment"})},
+        {
+            "classes_before": frozenset({"experiment", "training"}),
+            "classes_after": frozenset({"experiment"}),
+        },
+    ],
+)
+def test_narrowing_is_a_decrease(change):
+    delta = fields(cap_after=D(3), **change)
+    assert delta.is_decrease_only
+    assert decide_policy([delta], {}, plan_has_errors=False).auto_approve
+
+
+def test_auto_approval_budget_stops_small_steps():
+    step = line(4, 5, 6, 7, cluster="demo")
+    policies = {"demo": PolicyFacts(auto_approve_budget=D(2), auto_approve_period_days=30)}
+    first = decide_policy([step], policies, plan_has_errors=False, budget_used={"demo": D(1)})
+    assert first.auto_approve
+    over = decide_policy(
+        [step], policies, plan_has_errors=False, budget_used={"demo": D(2)}, team="team-b"
+    )
+    assert (over.auto_approve, over.approvals_needed) == (False, 1)
+    assert over.reason == (
+        "the auto-approval budget of team-b on demo is 2 per 30 days; 2 was approved "
+        "automatically already and this request adds 1: a platform admin must approve"
+    )
+
+
+def test_budget_counts_every_line_on_the_cluster_and_not_decreases():
+    policies = {"demo": PolicyFacts(auto_approve_budget=D(2))}
+    two_lines = [line(0, 1, 0, 1), line(0, 1, 0, 1), line(5, 4, 6, 5)]
+    assert decide_policy(two_lines, policies, plan_has_errors=False).auto_approve
+    three = [*two_lines, line(0, 1, 0, 1)]
+    assert not decide_policy(three, policies, plan_has_errors=False).auto_approve
+    decrease = decide_policy(
+        [line(5, 4, 6, 5)], policies, plan_has_errors=False, budget_used={"demo": D(9)}
+    )
+    assert decrease.auto_approve
+
+
+def test_an_auto_approval_that_blocks_a_waiting_request_waits():
+    decision = decide_policy([line(2, 3, 4, 4)], {}, plan_has_errors=False)
+    held = hold_for_waiting(decision, ["request #7 (waiting for an admin) unable to fit: x"])
+    assert (held.auto_approve, held.approvals_needed) == (False, 1)
+    assert "request #7" in held.reason
+    assert hold_for_waiting(decision, []) is decision

@@ -81,3 +81,42 @@ def test_a_rule_broken_on_submit_is_shown_at_the_line_and_the_draft_is_kept(
     lead.click("[data-testid=submit]")
     expect(lead.locator("[data-testid=status]")).to_have_text(re.compile("submitted|applying"))
     assert QuotaRequest.objects.count() == 1
+
+
+def test_the_form_fills_in_the_current_values_and_keeps_them(
+    open_session, artifacts, plan, lead_c, gpu, admin, strict_policy
+):
+    from quotas.models import Allocation, PriorityClass
+    from quotas.services import allocation_set
+
+    PriorityClass.objects.create(name="production-inference", value=100000)
+    PriorityClass.objects.create(name="experiment", value=1000, preempts=False)
+    allocation_set(
+        team_namespace=plan["team-c"],
+        resource=gpu,
+        guarantee=2,
+        cap=4,
+        per_pod_max=2,
+        priority_classes=["experiment"],
+        acting_user=admin,
+    )
+    lead = open_session("lead-c")
+    lead.goto("/requests/new/")
+    lead.select_option("#id_team", label="team-c")
+    row = lead.locator("[data-testid=line-0]")
+    row.locator("select[name=lines-0-team_namespace]").select_option(label="team-c-dev (demo)")
+    row.locator("select[name=lines-0-resource]").select_option(label="A100 card (nvidia.com/gpu)")
+    # Filled in as values, not only shown as placeholders.
+    expect(row.locator("input[name=lines-0-guarantee]")).to_have_value("2")
+    expect(row.locator("input[name=lines-0-cap]")).to_have_value("4")
+    expect(row.locator("input[name=lines-0-per_pod_max]")).to_have_value("2")
+    expect(row.locator("select[name=lines-0-priority_classes]")).to_have_values(["experiment"])
+    row.locator("input[name=lines-0-cap]").fill("5")
+    lead.fill("#id_justification", "one more card")
+    lead.screenshot(path=str(artifacts / "request-prefilled.png"), full_page=True)
+    lead.click("[data-testid=submit]")
+    expect(lead.locator("[data-testid=status]")).to_have_text("submitted")
+    line = QuotaRequest.objects.get().lines.get()
+    assert (line.requested_cap, line.requested_per_pod_max) == (5, 2)
+    assert line.requested_priority_classes == ["experiment"]
+    assert Allocation.objects.get(team_namespace=plan["team-c"]).per_pod_max == 2

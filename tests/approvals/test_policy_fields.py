@@ -1,0 +1,333 @@
+"""The policy sees every field of a line: priority classes and per-pod max are never waved
+through as "only decreases", unknown classes are refused, and a field left out stays as it is
+(through the service, the API and the request form)."""
+
+from decimal import Decimal
+
+import pytest
+
+from approvals.models import QuotaRequest
+from approvals.services import LineInput, request_create, request_submit
+from portal.errors import ValidationFailed
+from quotas.models import Allocation, PriorityClass
+from quotas.services import allocation_set
+from tests.approvals.test_api import as_user
+from tests.approvals.test_views import line_data
+
+pytestmark = pytest.mark.django_db
+S = QuotaRequest.Status
+
+
+@pytest.fixture
+def classes(db):
+    for name, value, preempts in (
+        ("production-inference", 100000, True),
+        ("training", 10000, True),
+        ("experiment", 1000, False),
+    ):
+        PriorityClass.objects.create(name=name, value=value, preempts=preempts)
+
+
+@pytest.fixture
+def team_c_dev(plan, gpu, admin, classes):
+    """team-c-dev as in the demo: 2/4, pods of at most 2 GPUs, experiment class only."""
+    ns = plan["team-c"]
+    allocation_set(
+        team_namespace=ns,
+        resource=gpu,
+        guarantee=2,
+        cap=4,
+        per_pod_max=2,
+        priority_classes=["experiment"],
+        acting_user=admin,
+    )
+    return ns
+
+
+def submit(user, ns, gpu, line: LineInput) -> QuotaRequest:
+    request = request_create(team=ns.team, acting_user=user, justification="test", lines=[line])
+    request_submit(request=request, acting_user=user)
+    request.refresh_from_db()
+    return request
+
+
+def allocation(ns, gpu) -> Allocation:
+    return Allocation.objects.get(team_namespace=ns, resource=gpu)
+
+
+# --- 1. the policy sees every field (service) --------------------------------------------------
+
+
+def test_adding_a_higher_priority_class_waits_for_an_admin(team_c_dev, lead_c, gpu):
+    request = submit(
+        lead_c,
+        team_c_dev,
+        gpu,
+        LineInput(
+            team_c_dev.pk, gpu.pk, 2, 4, priority_classes=("production-inference", "experiment")
+        ),
+    )
+    assert request.status == S.SUBMITTED
+    assert not request.auto_approved
+    assert allocation(team_c_dev, gpu).priority_classes == ["experiment"]
+    event = request_submitted_event(request)
+    assert "adds priority class production-inference" in event["policy"]
+    assert "above experiment 1000" in event["policy"]
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ({"per_pod_max": None}, "removes the per-pod max"),
+        ({"per_pod_max": 3}, "raises the per-pod max from 2 to 3"),
+        ({"priority_classes": ()}, "removes the priority-class restriction"),
+        ({"priority_classes": ("experiment", "training")}, "adds priority class training"),
+    ],
+)
+def test_widening_with_lower_amounts_is_not_only_decreases(team_c_dev, lead_c, gpu, line, reason):
+    # Guarantee and cap go down, yet the line allows more than before: an admin decides.
+    request = submit(lead_c, team_c_dev, gpu, LineInput(team_c_dev.pk, gpu.pk, 1, 3, **line))
+    assert request.status == S.SUBMITTED
+    assert reason in request_submitted_event(request)["policy"]
+    assert allocation(team_c_dev, gpu).cap == 4
+
+
+def test_narrowing_every_field_is_still_auto_approved(team_c_dev, lead_c, gpu):
+    request = submit(
+        lead_c,
+        team_c_dev,
+        gpu,
+        LineInput(team_c_dev.pk, gpu.pk, 1, 3, per_pod_max=1, priority_classes=("experiment",)),
+    )
+    assert request.auto_approved
+    assert allocation(team_c_dev, gpu).per_pod_max == 1
+
+
+def test_unknown_priority_class_is_refused_naming_the_field(team_c_dev, lead_c, gpu):
+    with pytest.raises(ValidationFailed) as refused:
+        request_create(
+            team=team_c_dev.team,
+            acting_user=lead_c,
+            justification="test",
+            lines=[LineInput(team_c_dev.pk, gpu.pk, 2, 4, priority_classes=("gold",))],
+        )
+    assert refused.value.field == "lines[0].priority_classes"
+    assert "unknown priority class 'gold'" in refused.value.message
+    assert "production-inference, training, experiment" in refused.value.message
+
+
+def request_submitted_event(request: QuotaRequest) -> dict:
+    from quotas.models import AuditEvent
+
+    event = AuditEvent.objects.get(
+        target_type="QuotaRequest", target_id=str(request.pk), action="request.submitted"
+    )
+    return event.after
+
+
+# --- 1. through the API ------------------------------------------------------------------------
+
+
+def api_line(**line) -> dict:
+    return {
+        "team": "team-c",
+        "justification": "evaluation",
+        "submit": True,
+        "lines": [
+            {
+                "namespace": "team-c-dev",
+                "cluster": "demo",
+                "resource": "nvidia.com/gpu",
+                "guarantee": "2",
+                "cap": "4",
+                **line,
+            }
+        ],
+    }
+
+
+def test_api_preempting_class_for_an_experiment_team_is_not_auto_approved(team_c_dev, lead_c, gpu):
+    response = as_user(lead_c).post(
+        "/api/v1/requests/",
+        api_line(priority_classes=["production-inference", "experiment"]),
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    assert response.json()["status"] == "submitted"
+    assert response.json()["auto_approved"] is False
+    assert allocation(team_c_dev, gpu).priority_classes == ["experiment"]
+
+
+def test_api_unknown_priority_class_is_400_and_creates_nothing_applied(team_c_dev, lead_c):
+    response = as_user(lead_c).post(
+        "/api/v1/requests/", api_line(priority_classes=["gold"]), format="json"
+    )
+    assert response.status_code == 400
+    assert response.json()["extra"]["field"] == "lines[0].priority_classes"
+    assert "unknown priority class 'gold'" in response.json()["message"]
+
+
+def test_api_decision_with_an_unknown_class_is_400(team_c_dev, lead_c, admin, strict_policy):
+    created = as_user(lead_c).post("/api/v1/requests/", api_line(cap="5"), format="json").json()
+    response = as_user(admin).post(
+        f"/api/v1/requests/{created['id']}/approve/",
+        {
+            "decisions": [
+                {
+                    "line": created["lines"][0]["id"],
+                    "guarantee": "2",
+                    "cap": "5",
+                    "priority_classes": ["gold"],
+                }
+            ]
+        },
+        format="json",
+    )
+    assert response.status_code == 400
+    assert response.json()["extra"]["field"] == "decisions[0].priority_classes"
+
+
+# --- 2. omitted means unchanged (service, API, form) -------------------------------------------
+
+
+def test_service_line_without_per_pod_max_and_classes_keeps_them(team_c_dev, lead_c, gpu):
+    request = submit(lead_c, team_c_dev, gpu, LineInput(team_c_dev.pk, gpu.pk, 2, 3))
+    assert request.auto_approved  # a decrease of the cap only
+    current = allocation(team_c_dev, gpu)
+    assert (current.cap, current.per_pod_max, current.priority_classes) == (
+        Decimal(3),
+        Decimal(2),
+        ["experiment"],
+    )
+
+
+def test_api_omitted_fields_stay_and_explicit_removal_waits_for_an_admin(team_c_dev, lead_c, gpu):
+    client = as_user(lead_c)
+    kept = client.post("/api/v1/requests/", api_line(cap="3"), format="json").json()
+    assert kept["status"] == "applying"
+    assert kept["lines"][0]["requested"]["per_pod_max"] == "2"
+    assert kept["lines"][0]["requested"]["priority_classes"] == ["experiment"]
+    assert allocation(team_c_dev, gpu).per_pod_max == 2
+
+    removed = client.post(
+        "/api/v1/requests/", api_line(cap="3", per_pod_max=None, priority_classes=[]), format="json"
+    ).json()
+    assert removed["status"] == "submitted"
+    assert removed["lines"][0]["requested"]["per_pod_max"] is None
+    assert removed["lines"][0]["requested"]["priority_classes"] == []
+    assert allocation(team_c_dev, gpu).priority_classes == ["experiment"]
+
+
+def test_api_decision_without_per_pod_max_keeps_the_requested_one(
+    team_c_dev, lead_c, admin, strict_policy
+):
+    created = as_user(lead_c).post("/api/v1/requests/", api_line(cap="5"), format="json").json()
+    response = as_user(admin).post(
+        f"/api/v1/requests/{created['id']}/approve/",
+        {"decisions": [{"line": created["lines"][0]["id"], "guarantee": "2", "cap": "4"}]},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    decided = response.json()["lines"][0]["decided"]
+    assert (decided["per_pod_max"], decided["priority_classes"]) == ("2", ["experiment"])
+
+
+def form(ns, gpu, guarantee, cap, **extra) -> dict:
+    return line_data(ns, gpu, guarantee, cap, total=1, action="submit", **extra)
+
+
+def test_form_blank_per_pod_max_and_classes_keep_the_current_values(
+    client, team_c_dev, lead_c, gpu
+):
+    client.force_login(lead_c)
+    response = client.post("/requests/new/", form(team_c_dev, gpu, 2, 3))
+    assert response.status_code == 302
+    request = QuotaRequest.objects.get()
+    assert request.auto_approved
+    current = allocation(team_c_dev, gpu)
+    assert (current.cap, current.per_pod_max, current.priority_classes) == (
+        Decimal(3),
+        Decimal(2),
+        ["experiment"],
+    )
+
+
+def test_form_explicit_removal_is_a_widening(client, team_c_dev, lead_c, gpu):
+    client.force_login(lead_c)
+    data = form(
+        team_c_dev,
+        gpu,
+        2,
+        3,
+        **{"lines-0-remove_per_pod_max": "on", "lines-0-any_priority_class": "on"},
+    )
+    response = client.post("/requests/new/", data)
+    assert response.status_code == 302
+    request = QuotaRequest.objects.get()
+    assert request.status == S.SUBMITTED
+    line = request.lines.get()
+    assert (line.requested_per_pod_max, line.requested_priority_classes) == (None, [])
+    assert allocation(team_c_dev, gpu).per_pod_max == 2
+
+
+def test_form_value_and_removal_together_is_a_form_error(client, team_c_dev, lead_c, gpu):
+    client.force_login(lead_c)
+    data = form(team_c_dev, gpu, 2, 3, per_pod_max="1", **{"lines-0-remove_per_pod_max": "on"})
+    response = client.post("/requests/new/", data)
+    assert response.status_code == 400
+    assert "not both" in response.content.decode()
+    assert not QuotaRequest.objects.exists()
+
+
+def test_form_unknown_priority_class_is_a_form_error(client, team_c_dev, lead_c, gpu):
+    client.force_login(lead_c)
+    response = client.post(
+        "/requests/new/", form(team_c_dev, gpu, 2, 3, **{"lines-0-priority_classes": "gold"})
+    )
+    assert response.status_code == 400
+    assert "gold is not one of the available choices" in response.content.decode()
+
+
+def test_edit_page_shows_a_requested_removal_as_the_ticked_box(client, team_c_dev, lead_c, gpu):
+    draft = request_create(
+        team=team_c_dev.team,
+        acting_user=lead_c,
+        justification="test",
+        lines=[LineInput(team_c_dev.pk, gpu.pk, 2, 4, per_pod_max=None)],
+    )
+    client.force_login(lead_c)
+    page = client.get(f"/requests/{draft.pk}/edit/").content.decode()
+    assert 'name="lines-0-remove_per_pod_max" id="id_lines-0-remove_per_pod_max" checked' in page
+    assert 'name="lines-0-any_priority_class" id="id_lines-0-any_priority_class" checked' not in (
+        page
+    )
+
+
+def test_new_form_carries_the_current_values_to_fill_in(client, team_c_dev, lead_c, gpu):
+    client.force_login(lead_c)
+    response = client.get("/requests/new/")
+    current = response.context["current_values"]["current"][str(team_c_dev.pk)][str(gpu.pk)]
+    assert current == {
+        "guarantee": "2",
+        "cap": "4",
+        "per_pod_max": "2",
+        "priority_classes": ["experiment"],
+    }
+    assert "input.value = value" in response.content.decode()  # filled in, not a placeholder
+
+
+def test_a_class_the_allocation_has_but_the_portal_no_longer_knows_never_blocks(
+    team_c_dev, lead_c, gpu
+):
+    PriorityClass.objects.filter(name="experiment").delete()
+    kept = submit(lead_c, team_c_dev, gpu, LineInput(team_c_dev.pk, gpu.pk, 2, 3))
+    assert kept.auto_approved
+    named = LineInput(team_c_dev.pk, gpu.pk, 2, 3, priority_classes=("experiment",))
+    assert submit(lead_c, team_c_dev, gpu, named).auto_approved
+    with pytest.raises(ValidationFailed, match="unknown priority class 'gold'"):
+        submit(
+            lead_c,
+            team_c_dev,
+            gpu,
+            LineInput(team_c_dev.pk, gpu.pk, 2, 3, priority_classes=("experiment", "gold")),
+        )
