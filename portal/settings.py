@@ -205,3 +205,9 @@ WEBHOOK_URLS = env.list("WEBHOOK_URLS", default=[])
 WEBHOOK_SECRET = env.str("WEBHOOK_SECRET", default="")
 # Timeout of one webhook request, in seconds.
 WEBHOOK_TIMEOUT = env.float("WEBHOOK_TIMEOUT", default=5.0)
+
+# --- Temporary grants ---------------------------------------------------------------------------
+# A grant approved to start later holds its guarantee from approval on: bound how far ahead it
+# may start and how long it may last (requests beyond either are refused naming the field).
+TEMPORARY_GRANT_MAX_START_DAYS = env.int("TEMPORARY_GRANT_MAX_START_DAYS", default=30)
+TEMPORARY_GRANT_MAX_DAYS = env.int("TEMPORARY_GRANT_MAX_DAYS", default=90)

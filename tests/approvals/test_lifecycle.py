@@ -12,6 +12,7 @@ from approvals.services import (
     request_approve,
     request_changes,
     request_create,
+    request_rebase,
     request_reject,
     request_revise,
     request_submit,
@@ -286,13 +287,19 @@ def test_request_follows_its_sync_to_applied_or_failed(plan, lead_c, gpu, admin,
     assert request.status == S.APPLIED
 
 
-def test_current_values_are_refreshed_at_submit(plan, lead_c, gpu, admin, strict_policy):
+def test_a_draft_written_against_an_older_allocation_is_rebased_before_submit(
+    plan, lead_c, gpu, admin, strict_policy
+):
     from quotas.services import allocation_set
 
     request = new_request(lead_c, plan["team-c"], gpu, 3, 6)
     allocation_set(
         team_namespace=plan["team-c"], resource=gpu, guarantee=1, cap=3, acting_user=admin
     )
+    with pytest.raises(NotAllowed) as err:
+        request_submit(request=request, acting_user=lead_c)
+    assert "guarantee: 2 → 1" in err.value.message
+    request_rebase(request=request, acting_user=lead_c)
     request_submit(request=request, acting_user=lead_c)
     line = request.lines.get()
     assert (line.current_guarantee, line.current_cap, line.current_version) == (
@@ -300,6 +307,7 @@ def test_current_values_are_refreshed_at_submit(plan, lead_c, gpu, admin, strict
         Decimal(3),
         2,
     )
+    assert (line.requested_guarantee, line.requested_cap, line.base_version) == (3, 6, 2)
 
 
 def test_a_lead_cannot_submit_another_teams_request(plan, lead_c, lead_a, gpu):
