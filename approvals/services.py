@@ -124,7 +124,7 @@ def _check_grant_bounds(starts_at: datetime | None, ends_at: datetime) -> None:
     if ends_at - start > timedelta(days=max_days):
         raise ValidationFailed(
             f"ends_at: a temporary grant lasts at most {max_days} days "
-            f"(asked for {(ends_at - start).days} days from its start)",
+            f"(asked for {(ends_at - start).total_seconds() / 86400:.1f} days from its start)",
             field="ends_at",
         )
 
