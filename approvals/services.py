@@ -787,11 +787,13 @@ def approval_policy_save(*, policy: ApprovalPolicy, acting_user: User) -> Approv
     _require_admin(acting_user)
     fields = [f.name for f in ApprovalPolicy._meta.concrete_fields if not f.primary_key]
 
+    def shown(value):
+        return amount_text(value) if isinstance(value, Decimal) else value
+
     def state(obj: ApprovalPolicy) -> dict:
         return {
-            name: (str(value) if not isinstance(value, bool | int | type(None)) else value)
+            name: shown(getattr(obj, "cluster_id" if name == "cluster" else name))
             for name in fields
-            for value in [getattr(obj, "cluster_id" if name == "cluster" else name)]
         }
 
     with transaction.atomic():
