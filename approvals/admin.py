@@ -9,7 +9,12 @@ from django.utils.html import format_html
 
 from approvals.models import Approval, ApprovalPolicy, QuotaRequest, RequestLine
 from approvals.selectors import request_preview
-from approvals.services import request_approve, request_changes, request_reject
+from approvals.services import (
+    approval_policy_save,
+    request_approve,
+    request_changes,
+    request_reject,
+)
 from portal.errors import ApplicationError
 from quotas.kube.client import KubeError
 
@@ -162,6 +167,12 @@ class ApprovalPolicyAdmin(admin.ModelAdmin):
         "two_admins_above",
     ]
     autocomplete_fields = ["cluster"]
+
+    def save_model(self, request, obj, form, change):
+        approval_policy_save(policy=obj, acting_user=request.user)  # audited
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # loosening to the defaults is an edit, audited like any other
 
 
 @admin.register(RequestLine)

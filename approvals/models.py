@@ -18,6 +18,7 @@ class QuotaRequest(models.Model):
         APPROVED = "approved", "approved"
         REJECTED = "rejected", "rejected"
         WITHDRAWN = "withdrawn", "withdrawn"
+        REVOKED = "revoked", "revoked"
         APPLYING = "applying", "applying"
         APPLIED = "applied", "applied"
         FAILED = "failed", "failed (retrying)"
@@ -97,6 +98,9 @@ class RequestLine(models.Model):
     current_per_pod_max = amount_field("current per-pod max", null=True, blank=True)
     current_priority_classes = models.JSONField(default=list, blank=True)
     current_version = models.PositiveIntegerField(null=True, blank=True)
+    # The allocation version the requested values were written against (None: no allocation
+    # yet). Approving is refused once the allocation moved on, until the request is rebased.
+    base_version = models.PositiveIntegerField(null=True, blank=True)
 
     requested_guarantee = amount_field("requested guarantee")
     requested_cap = amount_field("requested cap")

@@ -1,5 +1,6 @@
 """Actions on quota requests: create, revise, submit, approve, reject, ask for changes,
-withdraw; applying approved changes; following their syncs; ending temporary grants.
+withdraw, rebase, revoke, delete drafts; applying approved changes; following their syncs;
+ending temporary grants; approval policy edits.
 
 Each action checks who may do it, then makes one complete change in one transaction: the
 request, its lines, allocation versions, the pending syncs (outbox) and the audit events.
@@ -21,9 +22,10 @@ from django.utils import timezone
 from approvals import notify
 from approvals.models import Approval, ApprovalPolicy, QuotaRequest, RequestLine
 from approvals.policy import LineDelta, PolicyFacts, decide_policy, hold_for_waiting
+from approvals.selectors import allocation_values_now, line_base_values, request_base_changes
 from approvals.transitions import S, check_transition, lock_request, transition
 from approvals.validation import findings_json, requests_fit_problems, validate_lines
-from portal.errors import PermissionDenied, ValidationFailed
+from portal.errors import NotAllowed, PermissionDenied, ValidationFailed
 from quotas.audit import audit_record
 from quotas.kube.usage import team_usage_now
 from quotas.models import (
@@ -113,6 +115,7 @@ def _check_dates(kind: str, starts_at: datetime | None, ends_at: datetime | None
             raise ValidationFailed("ends_at must be in the future", field="ends_at")
         if starts_at is not None and ends_at <= starts_at:
             raise ValidationFailed("ends_at must come after starts_at", field="ends_at")
+        _check_grant_bounds(starts_at, ends_at)
     elif ends_at is not None:
         raise ValidationFailed(
             "a permanent request has no end; use kind temporary", field="ends_at"
@@ -136,6 +139,27 @@ def _priority_classes_check(
             field=f"{where}.priority_classes",
         )
     return names
+
+
+def _check_grant_bounds(starts_at: datetime | None, ends_at: datetime) -> None:
+    """A grant far ahead, or very long, blocks capacity for everyone: both are bounded
+    (settings TEMPORARY_GRANT_MAX_START_DAYS and TEMPORARY_GRANT_MAX_DAYS)."""
+    now = timezone.now()
+    lead_days = settings.TEMPORARY_GRANT_MAX_START_DAYS
+    if starts_at is not None and starts_at > now + timedelta(days=lead_days):
+        raise ValidationFailed(
+            f"starts_at: a temporary grant starts at most {lead_days} days ahead "
+            f"(latest {(now + timedelta(days=lead_days)):%Y-%m-%d %H:%M} UTC)",
+            field="starts_at",
+        )
+    max_days = settings.TEMPORARY_GRANT_MAX_DAYS
+    start = max(starts_at or now, now)
+    if ends_at - start > timedelta(days=max_days):
+        raise ValidationFailed(
+            f"ends_at: a temporary grant lasts at most {max_days} days "
+            f"(asked for {(ends_at - start).total_seconds() / 86400:.1f} days from its start)",
+            field="ends_at",
+        )
 
 
 def _build_lines(request: QuotaRequest, lines: Iterable[LineInput]) -> None:
@@ -194,6 +218,7 @@ def _build_lines(request: QuotaRequest, lines: Iterable[LineInput]) -> None:
             current_per_pod_max=current.per_pod_max if current else None,
             current_priority_classes=list(current.priority_classes) if current else [],
             current_version=current.version if current else None,
+            base_version=current.version if current else None,
             requested_guarantee=guarantee,
             requested_cap=cap,
             requested_per_pod_max=per_pod,
@@ -210,8 +235,13 @@ def request_create(
     kind: str = QuotaRequest.Kind.PERMANENT,
     starts_at: datetime | None = None,
     ends_at: datetime | None = None,
+    submit: bool = False,
 ) -> QuotaRequest:
-    """A draft request of a team (team leads for their own teams; platform admins for any)."""
+    """A draft request of a team (team leads for their own teams; platform admins for any).
+
+    With submit, the draft is submitted in the same transaction: a refused submit leaves
+    nothing behind (no draft piles up from a failed attempt).
+    """
     if not _may_request_for(acting_user, team):
         raise PermissionDenied(
             f"only leads of {team.slug} (or platform admins) may request quota for it",
@@ -220,6 +250,7 @@ def request_create(
     if not justification.strip():
         raise ValidationFailed("justification must not be empty", field="justification")
     _check_dates(kind, starts_at, ends_at)
+    usage_now = team_usage_now(team) if submit else None  # no network call under a lock
     with transaction.atomic():
         request = QuotaRequest.objects.create(
             team=team,
@@ -230,13 +261,25 @@ def request_create(
             ends_at=ends_at,
         )
         _build_lines(request, lines)
+        if submit:
+            _lock_for_submit(request)
         audit_record(
             acting_user=acting_user,
             action="request.draft",
             target=request,
             after={"status": S.DRAFT, "lines": _lines_json(request)},
         )
+        if submit:
+            request = request_submit(request=request, acting_user=acting_user, usage_now=usage_now)
     return request
+
+
+def _lock_for_submit(request: QuotaRequest) -> None:
+    """The locks of a submit, in their order, taken before the first audit write (the audit
+    chain head must stay the last lock) when a submit follows in the same transaction."""
+    _lock_capacity(request)
+    lock_request(request.pk)
+    _lock_allocations(request)
 
 
 def request_revise(
@@ -245,9 +288,15 @@ def request_revise(
     acting_user: User,
     lines: Iterable[LineInput],
     justification: str | None = None,
+    submit: bool = False,
 ) -> QuotaRequest:
-    """Replace the lines of a draft, or of a request sent back for changes."""
+    """Replace the lines of a draft, or of a request sent back for changes.
+
+    With submit, revise and submit are one transaction: a refused submit keeps the request
+    as it was before the revision.
+    """
     _require_requester(acting_user, request)
+    usage_now = team_usage_now(request.team) if submit else None
     with transaction.atomic():
         request = lock_request(request.pk)
         if request.status not in (S.DRAFT, S.CHANGES_REQUESTED):
@@ -255,6 +304,8 @@ def request_revise(
         before = _lines_json(request)
         request.lines.all().delete()
         _build_lines(request, lines)
+        if submit:
+            _lock_for_submit(request)
         if justification is not None:
             if not justification.strip():
                 raise ValidationFailed("justification must not be empty", field="justification")
@@ -267,6 +318,8 @@ def request_revise(
             before={"lines": before},
             after={"lines": _lines_json(request)},
         )
+        if submit:
+            request = request_submit(request=request, acting_user=acting_user, usage_now=usage_now)
     return request
 
 
@@ -472,16 +525,20 @@ def _policy_decision(
     return decision
 
 
-def request_submit(*, request: QuotaRequest, acting_user: User) -> QuotaRequest:
+def request_submit(
+    *, request: QuotaRequest, acting_user: User, usage_now: dict | None = None
+) -> QuotaRequest:
     """Validate against the whole plan and submit; what policy allows is approved at once."""
     _require_requester(acting_user, request)
     # Read from the clusters before the transaction: no network call holds a row lock.
-    usage_now = team_usage_now(request.team)
+    if usage_now is None:
+        usage_now = team_usage_now(request.team)
     with transaction.atomic():
         _lock_capacity(request)
         request = lock_request(request.pk)
         check_transition(request, S.SUBMITTED)
         _lock_allocations(request)  # auto-approval may apply at once
+        _refuse_stale(request)
         _refresh_current(request)
         lines = _lines(request)
         findings = validate_lines(lines, final=False, exclude_request_id=request.pk)
@@ -613,6 +670,7 @@ def request_approve(
         request = lock_request(request.pk)
         check_transition(request, S.APPROVED)
         _lock_allocations(request)
+        _refuse_stale(request)
         if request.approvals.filter(admin=acting_user).exists():
             raise PermissionDenied(
                 f"{acting_user.username} approved request #{request.pk} already; "
@@ -733,6 +791,207 @@ def request_withdraw(
         request = lock_request(request.pk)
         transition(request, S.WITHDRAWN, acting_user=acting_user, comment=comment)
     return request
+
+
+# --- lost updates: approving against a changed allocation, rebasing --------------------------
+
+
+def _refuse_stale(request: QuotaRequest) -> None:
+    """Refuse when an allocation the request changes moved on since the request was written
+    (approving would silently undo that change); call with the allocations locked."""
+    changes = request_base_changes(_lines(request))
+    if not changes:
+        return
+    first = changes[0]
+    described = "; ".join(
+        f"{c['namespace']} {c['resource']} {c['field']}: {_shown(c['base'])} → "
+        f"{_shown(c['current'])}"
+        for c in changes
+    )
+    raise NotAllowed(
+        f"request #{request.pk} was written against older allocations ({described}); "
+        "rebase it on the current allocations first",
+        field=f"lines[{first['index']}].{first['field']}",
+        extra={"request": request.pk, "changes": changes},
+    )
+
+
+def _shown(value) -> str:
+    if isinstance(value, list):
+        return ", ".join(value) or "any"
+    return "none" if value is None else str(value)
+
+
+REBASABLE = (S.DRAFT, S.SUBMITTED, S.CHANGES_REQUESTED)
+
+
+def request_rebase(*, request: QuotaRequest, acting_user: User) -> QuotaRequest:
+    """Move every line's base to the allocation as it is now, in one step.
+
+    A value the request did not change (requested = base) follows the allocation; a value it
+    did change is kept. Decided values and approvals given so far are dropped (the admins
+    decide on the rebased request), and a submitted request is validated and policy-checked
+    again as on submit, so it may now be approved automatically, or refused.
+    """
+    if not is_platform_admin(acting_user):
+        _require_requester(acting_user, request)
+    with transaction.atomic():
+        _lock_capacity(request)
+        request = lock_request(request.pk)
+        if request.status not in REBASABLE:
+            raise NotAllowed(
+                f"request #{request.pk} is {request.get_status_display()}; only drafts and "
+                "requests waiting for a decision are rebased",
+                field="status",
+                extra={"status": request.status},
+            )
+        _lock_allocations(request)
+        lines = _lines(request)
+        if not request_base_changes(lines):
+            return request  # nothing moved: already up to date
+        before = _lines_json(request)
+        for index, line in enumerate(lines):
+            _rebase_line(line, index)
+        request.approvals.all().delete()
+        lines = _lines(request)
+        audit_record(
+            acting_user=acting_user,
+            action="request.rebased",
+            target=request,
+            before={"status": request.status, "lines": before},
+            after={"status": request.status, "lines": _lines_json(request)},
+        )
+        if request.status == S.SUBMITTED:
+            _recheck_as_on_submit(request, lines)
+    return request
+
+
+def _rebase_line(line: RequestLine, index: int) -> None:
+    allocation, now = allocation_values_now(line)
+    base = line_base_values(line)
+    requested = {
+        "guarantee": line.requested_guarantee,
+        "cap": line.requested_cap,
+        "per_pod_max": line.requested_per_pod_max,
+        "priority_classes": sorted(line.requested_priority_classes),
+    }
+    merged = {
+        field: (now[field] if requested[field] == base[field] else requested[field])
+        for field in requested
+    }
+    try:
+        g, c, p = allocation_values_check(
+            guarantee=merged["guarantee"], cap=merged["cap"], per_pod_max=merged["per_pod_max"]
+        )
+    except ValidationFailed as exc:
+        where = f"lines[{index}]"
+        raise ValidationFailed(
+            f"{where}.{exc.field}: rebased on the current allocation of "
+            f"{line.team_namespace.name} {line.resource.name}, the request no longer holds: "
+            f"{exc.message}; withdraw it and ask again",
+            field=f"{where}.{exc.field}",
+        ) from None
+    line.current_guarantee, line.current_cap = now["guarantee"], now["cap"]
+    line.current_per_pod_max = now["per_pod_max"]
+    line.current_priority_classes = list(now["priority_classes"])
+    line.current_version = line.base_version = allocation.version if allocation else None
+    line.requested_guarantee, line.requested_cap, line.requested_per_pod_max = g, c, p
+    line.requested_priority_classes = list(merged["priority_classes"])
+    line.decided_guarantee = line.decided_cap = line.decided_per_pod_max = None
+    line.decided_priority_classes = None
+    line.save()
+
+
+def _recheck_as_on_submit(request: QuotaRequest, lines: list[RequestLine]) -> None:
+    findings = validate_lines(lines, final=False, exclude_request_id=request.pk)
+    _raise_on_errors(findings)
+    decision = _policy_decision(request, lines, has_errors=False)
+    request.findings = findings_json(findings)
+    request.approvals_needed = max(decision.approvals_needed, 1)
+    request.save(update_fields=["findings", "approvals_needed", "updated_at"])
+    if decision.auto_approve:
+        request.auto_approved = True
+        request.save(update_fields=["auto_approved"])
+        _approve_final(request, lines, acting_user=None, comment=decision.reason)
+
+
+# --- scheduled grants: revoke; drafts: delete ----------------------------------------------
+
+
+def request_revoke(*, request: QuotaRequest, acting_user: User, comment: str) -> QuotaRequest:
+    """An admin takes back an approved temporary grant before it starts; its promised
+    capacity is free again at once (scheduled grants count only while approved)."""
+    _require_admin(acting_user)
+    if not comment.strip():
+        raise ValidationFailed("say why the grant is revoked (comment)", field="comment")
+    with transaction.atomic():
+        _lock_capacity(request)  # the same order as the start of the grant (requests_start_due)
+        request = lock_request(request.pk)
+        transition(request, S.REVOKED, acting_user=acting_user, comment=comment)
+    return request
+
+
+def request_delete(*, request: QuotaRequest, acting_user: User) -> None:
+    """The requester deletes a draft they no longer want; the audit log keeps what it was."""
+    if request.requested_by_id != acting_user.pk:
+        raise PermissionDenied("only the requester deletes a draft", field="request")
+    with transaction.atomic():
+        request = lock_request(request.pk)
+        if request.status != S.DRAFT:
+            raise NotAllowed(
+                f"request #{request.pk} is {request.get_status_display()}; only drafts are "
+                "deleted (withdraw it instead)",
+                field="status",
+                extra={"status": request.status},
+            )
+        audit_record(
+            acting_user=acting_user,
+            action="request.deleted",
+            target=request,
+            before={
+                "status": request.status,
+                "justification": request.justification,
+                "lines": _lines_json(request),
+            },
+            after=None,
+        )
+        request.delete()
+
+
+# --- approval policies ----------------------------------------------------------------------
+
+
+def approval_policy_save(*, policy: ApprovalPolicy, acting_user: User) -> ApprovalPolicy:
+    """Create or change a cluster's approval policy (e.g. from the Django admin), audited."""
+    _require_admin(acting_user)
+    fields = [f.name for f in ApprovalPolicy._meta.concrete_fields if not f.primary_key]
+
+    def shown(value):
+        return amount_text(value) if isinstance(value, Decimal) else value
+
+    def state(obj: ApprovalPolicy) -> dict:
+        return {
+            name: shown(getattr(obj, "cluster_id" if name == "cluster" else name))
+            for name in fields
+        }
+
+    with transaction.atomic():
+        before = None
+        if policy.pk:
+            old = ApprovalPolicy.objects.select_for_update().get(pk=policy.pk)
+            before = state(old)
+        policy.full_clean()
+        policy.save()
+        after = state(policy)
+        if before != after:
+            audit_record(
+                acting_user=acting_user,
+                action="approval_policy.changed",
+                target=policy,
+                before=before,
+                after=after,
+            )
+    return policy
 
 
 # --- after approval: syncs, start and end of temporary grants -----------------------------

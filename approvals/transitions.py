@@ -17,13 +17,16 @@ ALLOWED: dict[str, frozenset[str]] = {
     S.DRAFT: frozenset({S.SUBMITTED, S.WITHDRAWN}),
     S.SUBMITTED: frozenset({S.APPROVED, S.REJECTED, S.CHANGES_REQUESTED, S.WITHDRAWN}),
     S.CHANGES_REQUESTED: frozenset({S.SUBMITTED, S.WITHDRAWN}),
-    S.APPROVED: frozenset({S.APPLYING}),
+    # An approved request stays approved only while it is a temporary grant waiting for its
+    # start: until then its requester may withdraw it and an admin may revoke it.
+    S.APPROVED: frozenset({S.APPLYING, S.WITHDRAWN, S.REVOKED}),
     S.APPLYING: frozenset({S.APPLIED, S.ACTIVE, S.FAILED}),
     S.FAILED: frozenset({S.APPLIED, S.ACTIVE, S.APPLYING}),
     S.ACTIVE: frozenset({S.EXPIRED}),
     S.APPLIED: frozenset(),
     S.REJECTED: frozenset(),
     S.WITHDRAWN: frozenset(),
+    S.REVOKED: frozenset(),
     S.EXPIRED: frozenset(),
 }
 
@@ -66,7 +69,7 @@ def transition(
     if target == S.SUBMITTED:
         request.submitted_at = now
         fields.append("submitted_at")
-    if target in (S.APPROVED, S.REJECTED, S.CHANGES_REQUESTED):
+    if target in (S.APPROVED, S.REJECTED, S.CHANGES_REQUESTED, S.REVOKED):
         request.decided_at, request.decided_by = now, acting_user
         request.decision_comment = comment
         fields += ["decided_at", "decided_by", "decision_comment"]

@@ -27,27 +27,38 @@ from approvals.forms import (
     line_initial,
 )
 from approvals.models import QuotaRequest, RequestLine
-from approvals.selectors import request_preview, requests_visible_to
+from approvals.selectors import request_base_changes, request_preview, requests_visible_to
 from approvals.services import (
+    REBASABLE,
     request_approve,
     request_changes,
     request_create,
+    request_delete,
+    request_rebase,
     request_reject,
     request_revise,
+    request_revoke,
     request_submit,
     request_withdraw,
 )
 from approvals.validation import requests_fit_problems
 from portal.errors import ApplicationError
 from quotas.kube.client import KubeError
-from quotas.models import Allocation, AuditEvent, ClusterCapacity, Team, TeamNamespace
+from quotas.models import (
+    Allocation,
+    AuditEvent,
+    ClusterCapacity,
+    Resource,
+    Team,
+    TeamNamespace,
+)
 from quotas.roles import is_platform_admin, sees_everything
 from quotas.selectors import teams_led_by, teams_visible_to
 
 S = QuotaRequest.Status
 LINE_FIELD = re.compile(r"^(?:lines|decisions)\[(\d+)\](?:\.(\w+))?")
 EDITABLE = (S.DRAFT, S.CHANGES_REQUESTED)
-WITHDRAWABLE = (S.DRAFT, S.SUBMITTED, S.CHANGES_REQUESTED)
+WITHDRAWABLE = (S.DRAFT, S.SUBMITTED, S.CHANGES_REQUESTED, S.APPROVED)
 
 
 def _visible_request(user, pk: int) -> QuotaRequest:
@@ -160,14 +171,14 @@ def _place_error(exc: ApplicationError, *, form, formset, form_indices: list[int
     return loose
 
 
-def _place_findings(exc: ApplicationError, draft: QuotaRequest, *, formset, form_indices):
+def _place_findings(
+    exc: ApplicationError, line_names: list[tuple[str, str]], *, formset, form_indices
+):
     """Plan-rule errors of a failed submit, next to the line (namespace, resource) they name."""
     findings = exc.extra.get("errors") or []
     if not findings:
         return [exc.message]
-    index_of = {
-        (line.team_namespace.name, line.resource.name): i for i, line in enumerate(_lines(draft))
-    }
+    index_of = {names: i for i, names in enumerate(line_names)}
     loose = []
     for finding in findings:
         i = index_of.get((finding.get("namespace"), finding.get("resource")))
@@ -198,27 +209,45 @@ def _render_form(request, *, form, formset, teams, draft=None, errors=(), status
     )
 
 
-def _submit_or_keep_draft(request, draft, *, teams, formset, form_indices):
-    """Submit a saved draft; if the plan refuses, stay on its edit page with the errors."""
-    try:
-        request_submit(request=draft, acting_user=request.user)
-    except ApplicationError as exc:
-        form = RequestForm(request.POST, teams=teams, editing=True, initial=_form_initial(draft))
-        form.is_valid()
-        loose = _place_findings(exc, draft, formset=formset, form_indices=form_indices)
-        messages.warning(request, f"Request #{draft.pk} is saved as a draft but was not submitted.")
-        return _render_form(
-            request,
-            form=form,
-            formset=formset,
-            teams=teams,
-            draft=draft,
-            errors=loose,
-            status=exc.status_code,
+def _line_names(inputs) -> list[tuple[str, str]]:
+    """(namespace, resource) names of the form's lines, to place plan findings on them."""
+    namespaces = dict(
+        TeamNamespace.objects.filter(pk__in=[i.team_namespace_id for i in inputs]).values_list(
+            "pk", "name"
         )
-    draft.refresh_from_db()
-    messages.success(request, f"Request #{draft.pk} is {draft.get_status_display()}.")
-    return redirect("requests-detail", pk=draft.pk)
+    )
+    resources = dict(
+        Resource.objects.filter(pk__in=[i.resource_id for i in inputs]).values_list("pk", "name")
+    )
+    return [(namespaces.get(i.team_namespace_id), resources.get(i.resource_id)) for i in inputs]
+
+
+def _refused(request, exc, *, form, formset, teams, form_indices, inputs, draft=None):
+    """A refused save or submit: nothing changed; the form again, errors on their fields."""
+    if exc.extra.get("errors"):
+        loose = _place_findings(
+            exc, _line_names(inputs), formset=formset, form_indices=form_indices
+        )
+    else:
+        loose = _place_error(exc, form=form, formset=formset, form_indices=form_indices)
+    return _render_form(
+        request,
+        form=form,
+        formset=formset,
+        teams=teams,
+        draft=draft,
+        errors=loose,
+        status=exc.status_code,
+    )
+
+
+def _saved(request, saved: QuotaRequest) -> HttpResponse:
+    saved.refresh_from_db()
+    if saved.status == S.DRAFT:
+        messages.success(request, f"Draft #{saved.pk} saved.")
+    else:
+        messages.success(request, f"Request #{saved.pk} is {saved.get_status_display()}.")
+    return redirect("requests-detail", pk=saved.pk)
 
 
 def _form_initial(draft: QuotaRequest) -> dict:
@@ -255,27 +284,29 @@ def request_new(request: HttpRequest) -> HttpResponse:
         return _render_form(request, form=form, formset=formset, teams=teams, status=400)
     filled = filled_line_forms(formset)
     form_indices = [index for index, _ in filled]
+    inputs = [line.line_input() for _, line in filled]
     try:
-        draft = request_create(
+        created = request_create(
             team=form.cleaned_data["team"],
             acting_user=request.user,
             justification=form.cleaned_data["justification"],
-            lines=[line.line_input() for _, line in filled],
+            lines=inputs,
             kind=form.cleaned_data["kind"],
             starts_at=form.cleaned_data["starts_at"],
             ends_at=form.cleaned_data["ends_at"],
+            submit=request.POST.get("action") == "submit",
         )
     except ApplicationError as exc:
-        loose = _place_error(exc, form=form, formset=formset, form_indices=form_indices)
-        return _render_form(
-            request, form=form, formset=formset, teams=teams, errors=loose, status=exc.status_code
+        return _refused(
+            request,
+            exc,
+            form=form,
+            formset=formset,
+            teams=teams,
+            form_indices=form_indices,
+            inputs=inputs,
         )
-    if request.POST.get("action") == "submit":
-        return _submit_or_keep_draft(
-            request, draft, teams=teams, formset=formset, form_indices=form_indices
-        )
-    messages.success(request, f"Draft #{draft.pk} saved.")
-    return redirect("requests-detail", pk=draft.pk)
+    return _saved(request, created)
 
 
 @login_required
@@ -299,30 +330,27 @@ def request_edit(request: HttpRequest, pk: int) -> HttpResponse:
         )
     filled = filled_line_forms(formset)
     form_indices = [index for index, _ in filled]
+    inputs = [line.line_input() for _, line in filled]
     try:
-        draft = request_revise(
+        revised = request_revise(
             request=draft,
             acting_user=request.user,
-            lines=[line.line_input() for _, line in filled],
+            lines=inputs,
             justification=form.cleaned_data["justification"],
+            submit=request.POST.get("action") == "submit",
         )
     except ApplicationError as exc:
-        loose = _place_error(exc, form=form, formset=formset, form_indices=form_indices)
-        return _render_form(
+        return _refused(
             request,
+            exc,
             form=form,
             formset=formset,
             teams=teams,
+            form_indices=form_indices,
+            inputs=inputs,
             draft=draft,
-            errors=loose,
-            status=exc.status_code,
         )
-    if request.POST.get("action") == "submit":
-        return _submit_or_keep_draft(
-            request, draft, teams=teams, formset=formset, form_indices=form_indices
-        )
-    messages.success(request, f"Draft #{draft.pk} saved.")
-    return redirect("requests-detail", pk=draft.pk)
+    return _saved(request, revised)
 
 
 # --- detail and actions ---------------------------------------------------------------------
@@ -348,6 +376,7 @@ def _render_detail(
     approve_form=None,
     reject_form=None,
     changes_form=None,
+    revoke_form=None,
     errors=(),
     line_errors=None,
     status=200,
@@ -369,6 +398,8 @@ def _render_detail(
     plan_problems = []
     if qr.status == S.SUBMITTED:
         plan_problems = [f.message for f in requests_fit_problems([qr])[qr.pk]]
+    is_admin_or_requester = admin or is_requester
+    stale = request_base_changes(lines) if qr.status in REBASABLE else []
     approve_form = approve_form or ApproveForm(lines=lines)
     approve_form.lines = lines
     for line in lines:
@@ -390,12 +421,17 @@ def _render_detail(
             "may_edit": qr.status in EDITABLE and (is_requester or leads_team),
             "may_submit": qr.status in EDITABLE and (is_requester or leads_team),
             "may_withdraw": qr.status in WITHDRAWABLE and is_requester,
+            "may_delete": qr.status == S.DRAFT and is_requester,
+            "may_rebase": bool(stale) and (is_admin_or_requester or leads_team),
+            "may_revoke": qr.status == S.APPROVED and admin,
+            "stale": stale,
             "may_decide": may_decide,
             "plan_problems": plan_problems,
             "may_preview": sees_everything(user),
             "approve_form": approve_form,
             "reject_form": reject_form or CommentForm(prefix="reject"),
             "changes_form": changes_form or CommentForm(prefix="changes"),
+            "revoke_form": revoke_form or CommentForm(prefix="revoke"),
         },
         status=status,
     )
@@ -423,12 +459,18 @@ def request_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     qr = _visible_request(request.user, pk)
     user = request.user
     lines = _lines(qr)
-    approve_form = reject_form = changes_form = None
+    approve_form = reject_form = changes_form = revoke_form = None
     try:
         if action == "submit":
             request_submit(request=qr, acting_user=user)
         elif action == "withdraw":
             request_withdraw(request=qr, acting_user=user)
+        elif action == "rebase":
+            request_rebase(request=qr, acting_user=user)
+        elif action == "delete":
+            request_delete(request=qr, acting_user=user)
+            messages.success(request, f"Draft #{pk} deleted.")
+            return redirect("requests-list")
         elif action == "approve":
             approve_form = ApproveForm(request.POST, lines=lines)
             if not approve_form.is_valid():
@@ -450,10 +492,13 @@ def request_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
                         request, qr, approve_form=approve_form, status=exc.status_code
                     )
                 raise
-        elif action in ("reject", "changes"):
+        elif action in ("reject", "changes", "revoke"):
             comment_form = CommentForm(request.POST, prefix=action)
             comment_form.is_valid()
-            if action == "reject":
+            if action == "revoke":
+                revoke_form = comment_form
+                service = request_revoke
+            elif action == "reject":
                 reject_form = comment_form
                 service = request_reject
             else:
@@ -469,6 +514,7 @@ def request_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
                         qr,
                         reject_form=reject_form,
                         changes_form=changes_form,
+                        revoke_form=revoke_form,
                         status=exc.status_code,
                     )
                 raise
@@ -481,6 +527,7 @@ def request_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
             approve_form=approve_form,
             reject_form=reject_form,
             changes_form=changes_form,
+            revoke_form=revoke_form,
             errors=[exc.message],
             line_errors=_line_errors_from_findings(exc, lines),
             status=exc.status_code,

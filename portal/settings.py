@@ -217,3 +217,9 @@ USAGE_RETENTION_DAYS = env.int("USAGE_RETENTION_DAYS", default=400)
 USAGE_SAMPLE_MAX_GAP_SECONDS = env.int("USAGE_SAMPLE_MAX_GAP_SECONDS", default=3600)
 # Seconds one request to a cluster's Prometheus may take.
 PROMETHEUS_TIMEOUT = env.float("PROMETHEUS_TIMEOUT", default=30.0)
+
+# --- Temporary grants ---------------------------------------------------------------------------
+# A grant approved to start later holds its guarantee from approval on: bound how far ahead it
+# may start and how long it may last (requests beyond either are refused naming the field).
+TEMPORARY_GRANT_MAX_START_DAYS = env.int("TEMPORARY_GRANT_MAX_START_DAYS", default=30)
+TEMPORARY_GRANT_MAX_DAYS = env.int("TEMPORARY_GRANT_MAX_DAYS", default=90)

@@ -1,11 +1,19 @@
-"""Django admin for the quota model; allocation edits go through the versioning service."""
+"""Django admin for the quota model.
 
+The admin is no side door: allocations are read-only here (they change through quota
+requests: rules, approval, version, audit, sync), and capacity and priority class edits go
+through the same services as everywhere else (checked, audited, synced). Nothing that would
+delete allocations or their history is offered.
+"""
+
+from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
+from portal.errors import ApplicationError
 from quotas.kube.client import KubeError
 from quotas.kube.sync import cluster_preview
 from quotas.models import (
@@ -28,18 +36,38 @@ from quotas.models import (
 )
 from quotas.models.audit import AuditChainHead
 from quotas.services import (
-    allocation_set,
+    PRIORITY_CLASS_IMMUTABLE,
+    cluster_capacity_check,
+    cluster_capacity_set,
     cluster_set_sync_mode,
     cluster_sync_request,
+    priority_class_save,
     team_namespace_set_shadow,
 )
 from quotas.usage import admin as usage_admin  # noqa: F401  (registers the usage models)
 
 
-class ClusterCapacityInline(admin.TabularInline):
-    model = ClusterCapacity
+class ViewOnlyInline(admin.TabularInline):
+    """Shown for reading; changed elsewhere, through a service."""
+
     extra = 0
-    autocomplete_fields = ["resource"]
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class ClusterCapacityInline(ViewOnlyInline):
+    model = ClusterCapacity
+    fields = ["resource", "capacity"]
+    readonly_fields = fields
+    verbose_name_plural = "cluster capacities (change them under Cluster capacities)"
 
 
 class TeamNamespaceInline(admin.TabularInline):
@@ -50,39 +78,11 @@ class TeamNamespaceInline(admin.TabularInline):
     show_change_link = True
 
 
-def save_allocation_versioned(request, obj: Allocation) -> Allocation:
-    """Admin edits go through allocation_set so they keep history like every other path,
-    and ask for a sync of the cluster in the same transaction."""
-    with transaction.atomic():
-        saved = _allocation_set_from(request, obj)
-        cluster_sync_request(
-            cluster=obj.team_namespace.cluster,
-            acting_user=request.user,
-            reason=f"{obj.team_namespace} edited in Django admin",
-        )
-    return saved
-
-
-def _allocation_set_from(request, obj: Allocation) -> Allocation:
-    return allocation_set(
-        team_namespace=obj.team_namespace,
-        resource=obj.resource,
-        guarantee=obj.guarantee,
-        cap=obj.cap,
-        per_pod_max=obj.per_pod_max,
-        priority_classes=obj.priority_classes or [],
-        acting_user=request.user,
-        reason="edited in Django admin",
-        source="django-admin",
-    )
-
-
-class AllocationInline(admin.TabularInline):
+class AllocationInline(ViewOnlyInline):
     model = Allocation
-    extra = 0
     fields = ["resource", "guarantee", "cap", "per_pod_max", "priority_classes", "version"]
-    readonly_fields = ["version"]
-    autocomplete_fields = ["resource"]
+    readonly_fields = fields
+    verbose_name_plural = "allocations (change them with a quota request)"
 
 
 @admin.register(Cluster)
@@ -206,18 +206,78 @@ class ResourceAdmin(admin.ModelAdmin):
     search_fields = ["name", "display_name", "gpu_model"]
 
 
+class ServiceErrorsForm(forms.ModelForm):
+    """Shows a service's refusal on the field it names instead of failing the save."""
+
+    def add_service_error(self, exc: ApplicationError) -> None:
+        self.add_error(exc.field if exc.field in self.fields else None, exc.message)
+
+
+class ClusterCapacityForm(ServiceErrorsForm):
+    class Meta:
+        model = ClusterCapacity
+        fields = ["cluster", "resource", "capacity"]
+
+    def clean(self):
+        data = super().clean()
+        # On a change, cluster and resource are read-only: they come from the row.
+        cluster = data.get("cluster") or getattr(self.instance, "cluster", None)
+        resource = data.get("resource") or getattr(self.instance, "resource", None)
+        if cluster and resource and data.get("capacity") is not None:
+            try:
+                cluster_capacity_check(
+                    cluster=cluster, resource=resource, capacity=data["capacity"]
+                )
+            except ApplicationError as exc:
+                self.add_service_error(exc)
+        return data
+
+
 @admin.register(ClusterCapacity)
 class ClusterCapacityAdmin(admin.ModelAdmin):
+    form = ClusterCapacityForm
     list_display = ["cluster", "resource", "capacity"]
     list_filter = ["cluster", "resource"]
     search_fields = ["cluster__name", "resource__name"]
     autocomplete_fields = ["cluster", "resource"]
 
+    def get_readonly_fields(self, request, obj=None):
+        return ["cluster", "resource"] if obj else []
+
+    def save_model(self, request, obj, form, change):
+        saved = cluster_capacity_set(
+            cluster=obj.cluster,
+            resource=obj.resource,
+            capacity=obj.capacity,
+            acting_user=request.user,
+        )
+        obj.pk = saved.pk
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # a resource leaves a cluster by capacity 0, checked against guarantees
+
+
+class PriorityClassForm(ServiceErrorsForm):
+    class Meta:
+        model = PriorityClass
+        fields = ["name", "value", "preempts", "description"]
+
 
 @admin.register(PriorityClass)
 class PriorityClassAdmin(admin.ModelAdmin):
+    form = PriorityClassForm
     list_display = ["name", "value", "preempts", "description"]
     search_fields = ["name", "description"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # Immutable in Kubernetes: a different value or preemption policy is a new class.
+        return ["name", *PRIORITY_CLASS_IMMUTABLE] if obj else []
+
+    def save_model(self, request, obj, form, change):
+        priority_class_save(priority_class=obj, acting_user=request.user)
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # allocations name their classes; removing one is not an admin edit
 
 
 class TeamMembershipInline(admin.TabularInline):
@@ -252,6 +312,8 @@ class TeamNamespaceAdmin(admin.ModelAdmin):
     readonly_fields = ["shadow"]
     inlines = [AllocationInline]
     actions = ["shadow_on", "shadow_off"]
+    # Deleting a namespace would delete its allocations and their history: Django's delete
+    # views refuse it because allocations cannot be deleted here (see AllocationAdmin).
 
     @admin.action(description="Shadow: compute but do not write (canary)", permissions=["change"])
     def shadow_on(self, request, queryset):
@@ -262,18 +324,6 @@ class TeamNamespaceAdmin(admin.ModelAdmin):
     def shadow_off(self, request, queryset):
         for ns in queryset:
             team_namespace_set_shadow(team_namespace=ns, shadow=False, acting_user=request.user)
-
-    def save_formset(self, request, form, formset, change):
-        if formset.model is not Allocation:
-            return super().save_formset(request, form, formset, change)
-        instances = formset.save(commit=False)
-        for obj in formset.deleted_objects:
-            obj.delete()
-        # In id order, like every other path that changes several allocations (no deadlocks).
-        for obj in sorted(instances, key=lambda o: o.pk or 0):
-            save_allocation_versioned(request, obj)
-        formset.save_m2m()
-        return None
 
 
 class AllocationVersionInline(admin.TabularInline):
@@ -310,13 +360,19 @@ class AllocationAdmin(admin.ModelAdmin):
     ]
     list_filter = ["team_namespace__cluster", "resource", "team_namespace__workload_class"]
     search_fields = ["team_namespace__name", "team_namespace__team__slug", "resource__name"]
-    autocomplete_fields = ["team_namespace", "resource"]
-    readonly_fields = ["version", "updated_at", "updated_by"]
+    readonly_fields = [f.name for f in Allocation._meta.fields]
     inlines = [AllocationVersionInline]
 
-    def save_model(self, request, obj, form, change):
-        saved = save_allocation_versioned(request, obj)
-        obj.pk, obj.version = saved.pk, saved.version
+    # Read-only: an allocation changes through a quota request (rules, approval, version,
+    # audit, sync); deleting one here would drop its history unaudited and unsynced.
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(AllocationVersion)

@@ -5,7 +5,7 @@ from decimal import Decimal, InvalidOperation
 
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Sum
 
 from portal.errors import ValidationFailed
 from quotas.audit import audit_record
@@ -13,6 +13,8 @@ from quotas.models import (
     Allocation,
     AllocationVersion,
     Cluster,
+    ClusterCapacity,
+    PriorityClass,
     Resource,
     SyncRequest,
     TeamNamespace,
@@ -240,3 +242,117 @@ def team_namespace_set_shadow(
             cluster=locked.cluster, acting_user=acting_user, reason=f"{locked.name} shadow={shadow}"
         )
     return locked
+
+
+# --- capacities and priority classes (also what the Django admin calls) ----------------------
+
+
+def cluster_capacity_check(*, cluster: Cluster, resource: Resource, capacity: object) -> Decimal:
+    """A capacity never falls below what is guaranteed on it (guarantees are promises)."""
+    amount = _amount(capacity, "capacity")
+    guaranteed = Allocation.objects.filter(
+        team_namespace__cluster=cluster, resource=resource
+    ).aggregate(total=Sum("guarantee"))["total"] or Decimal(0)
+    if amount < guaranteed:
+        raise ValidationFailed(
+            f"capacity {fmt(amount)} is below the {fmt(guaranteed)} {resource.name} guaranteed "
+            f"on {cluster.name} (sum of guarantees ≤ capacity)",
+            field="capacity",
+        )
+    return amount
+
+
+def cluster_capacity_set(
+    *, cluster: Cluster, resource: Resource, capacity: object, acting_user: User | None
+) -> ClusterCapacity:
+    """Set a cluster's capacity of one resource: checked, audited, then synced.
+
+    Locks the capacity row first, as every approval does, so no approval promises GPUs the
+    cluster is losing at the same moment.
+    """
+    with transaction.atomic():
+        row = (
+            ClusterCapacity.objects.select_for_update()
+            .filter(cluster=cluster, resource=resource)
+            .first()
+        )
+        amount = cluster_capacity_check(cluster=cluster, resource=resource, capacity=capacity)
+        before = None if row is None else {"capacity": amount_text(row.capacity)}
+        if row is None:
+            row = ClusterCapacity.objects.create(
+                cluster=cluster, resource=resource, capacity=amount
+            )
+        elif row.capacity == amount:
+            return row
+        else:
+            row.capacity = amount
+            row.save(update_fields=["capacity"])
+        cluster_plan_touch(cluster_id=cluster.pk)
+        cluster_sync_request(
+            cluster=cluster, acting_user=acting_user, reason=f"capacity of {resource.name}"
+        )
+        audit_record(
+            acting_user=acting_user,
+            action="capacity.changed",
+            target=row,
+            before=before,
+            after={
+                "cluster": cluster.name,
+                "resource": resource.name,
+                "capacity": amount_text(amount),
+            },
+        )
+    return row
+
+
+PRIORITY_CLASS_IMMUTABLE = ("value", "preempts")
+
+
+def _priority_class_state(pc: PriorityClass) -> dict:
+    return {
+        "name": pc.name,
+        "value": pc.value,
+        "preempts": pc.preempts,
+        "description": pc.description,
+    }
+
+
+def priority_class_save(
+    *, priority_class: PriorityClass, acting_user: User | None
+) -> PriorityClass:
+    """Create a PriorityClass, or change its description; audited; every cluster is synced.
+
+    value and preemptionPolicy (preempts) are immutable in Kubernetes: changing them would make
+    every later sync fail, so a different value is a new class.
+    """
+    with transaction.atomic():
+        before = None
+        if priority_class.pk:
+            old = PriorityClass.objects.select_for_update().get(pk=priority_class.pk)
+            for field in ("name", *PRIORITY_CLASS_IMMUTABLE):
+                if getattr(old, field) != getattr(priority_class, field):
+                    raise ValidationFailed(
+                        f"{field} of priority class {old.name} cannot change (it is immutable "
+                        f"in Kubernetes); create a new class instead",
+                        field=field,
+                    )
+            before = _priority_class_state(old)
+            if before == _priority_class_state(priority_class):
+                return priority_class
+        priority_class.full_clean()
+        priority_class.save()
+        for cluster in Cluster.objects.select_for_update().order_by("id"):
+            cluster_plan_touch(cluster_id=cluster.pk)
+            cluster_sync_request(
+                cluster=cluster,
+                acting_user=acting_user,
+                reason=f"priority class {priority_class.name}",
+            )
+        audit_record(
+            acting_user=acting_user,
+            action="priority_class.created" if before is None else "priority_class.changed",
+            target=priority_class,
+            before=before,
+            after=_priority_class_state(priority_class),
+        )
+    return priority_class

@@ -23,7 +23,7 @@ from approvals.models import Approval, QuotaRequest, RequestLine
 from approvals.selectors import requests_visible_to
 from approvals.validation import requests_fit_problems
 from portal.api.pagination import ApiPagination
-from portal.errors import ApplicationError, ValidationFailed
+from portal.errors import ValidationFailed
 from quotas.models import Resource, Team
 from quotas.selectors import namespaces_visible_to, teams_visible_to
 
@@ -95,7 +95,8 @@ def _line_inputs(user, lines: list[dict]) -> list[services.LineInput]:
 
 
 class RequestList(generics.ListCreateAPIView):
-    """GET: ?status=&team= ; POST: create a draft, and submit it when "submit" is true."""
+    """GET: ?status=&team= ; POST: create a draft, or with "submit": true create and submit
+    it in one step (refused: nothing is created)."""
 
     serializer_class = RequestSerializer
     pagination_class = ApiPagination
@@ -120,7 +121,7 @@ class RequestList(generics.ListCreateAPIView):
         form.is_valid(raise_exception=True)
         data = form.validated_data
         user = request.user
-        draft = services.request_create(
+        created = services.request_create(
             team=_team(user, data["team"]),
             acting_user=user,
             justification=data["justification"],
@@ -128,24 +129,23 @@ class RequestList(generics.ListCreateAPIView):
             kind=data["kind"],
             starts_at=data["starts_at"],
             ends_at=data["ends_at"],
+            submit=data["submit"],
         )
-        if data["submit"]:
-            try:
-                services.request_submit(request=draft, acting_user=user)
-            except ApplicationError as exc:
-                # Like the UI: the draft is kept, so the client can fix and resubmit it.
-                exc.extra.setdefault("request", draft.pk)
-                exc.extra.setdefault("request_status", QuotaRequest.Status.DRAFT)
-                raise
-        body = RequestSerializer(_visible_request(user, draft.pk)).data
+        body = RequestSerializer(_visible_request(user, created.pk)).data
         return Response(body, status=status.HTTP_201_CREATED)
 
 
-class RequestDetail(generics.RetrieveAPIView):
+class RequestDetail(generics.RetrieveDestroyAPIView):
+    """GET a request; DELETE a draft (its requester only; audited)."""
+
     serializer_class = RequestSerializer
 
     def get_object(self):
         return _visible_request(self.request.user, self.kwargs["pk"])
+
+    def destroy(self, request: Request, *args, **kwargs) -> Response:
+        services.request_delete(request=self.get_object(), acting_user=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 def _submit(qr, user, data):
@@ -174,6 +174,14 @@ def _approve(qr, user, data):
     )
 
 
+def _rebase(qr, user, data):
+    return services.request_rebase(request=qr, acting_user=user)
+
+
+def _revoke(qr, user, data):
+    return services.request_revoke(request=qr, acting_user=user, comment=data["comment"])
+
+
 def _reject(qr, user, data):
     return services.request_reject(request=qr, acting_user=user, comment=data["comment"])
 
@@ -191,6 +199,8 @@ class RequestAction(APIView):
         "approve": (ApproveSerializer, _approve),
         "reject": (CommentSerializer, _reject),
         "changes": (CommentSerializer, _changes),
+        "rebase": (CommentSerializer, _rebase),
+        "revoke": (CommentSerializer, _revoke),
     }
 
     def post(self, request: Request, pk: int, action: str) -> Response:

@@ -6,7 +6,7 @@ from rest_framework.test import APIClient
 
 from approvals.models import QuotaRequest
 from portal.tokens import api_token_create
-from quotas.models import Allocation
+from quotas.models import Allocation, AuditEvent
 from tests.approvals.conftest import new_request
 
 pytestmark = pytest.mark.django_db
@@ -93,9 +93,10 @@ def test_cap_above_the_share_is_400_naming_the_rule(plan, lead_c, strict_policy)
     assert error["extra"]["field"] == "cap"
     assert error["extra"]["errors"][0]["rule"]
     assert "warnings" in error["extra"]
-    # As in the UI, the draft is kept so it can be fixed and resubmitted.
-    draft = QuotaRequest.objects.get(pk=error["extra"]["request"])
-    assert draft.status == "draft"
+    # A refused create-and-submit creates nothing: no draft, no audit event.
+    assert "request" not in error["extra"]
+    assert not QuotaRequest.objects.exists()
+    assert not AuditEvent.objects.filter(target_type="QuotaRequest").exists()
 
 
 @pytest.mark.parametrize(

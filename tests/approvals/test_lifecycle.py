@@ -12,25 +12,49 @@ from approvals.services import (
     request_approve,
     request_changes,
     request_create,
+    request_rebase,
     request_reject,
     request_revise,
     request_submit,
     request_withdraw,
     requests_follow_syncs,
 )
-from approvals.transitions import ALLOWED, S, lock_request, transition
+from approvals.transitions import S, lock_request, transition
 from portal.errors import NotAllowed, PermissionDenied, ValidationFailed
 from quotas.models import Allocation, AuditEvent, SyncRequest
 from tests.approvals.conftest import new_request
 
 pytestmark = pytest.mark.django_db
 
-ALL = [s.value for s in S]
+# The lifecycle as ../shared/PRODUCT.md states it, written out here rather than read from the
+# code's own table: draft → submitted → approved | rejected | changes_requested; withdrawn by
+# the requester; approved → applying → applied | failed; failed retries; temporary grants →
+# active → expired. Plus: an approved grant waiting for its start may be withdrawn by its
+# requester or revoked by an admin (it never applied anything).
+EXPECTED: dict[str, set[str]] = {
+    "draft": {"submitted", "withdrawn"},
+    "submitted": {"approved", "rejected", "changes_requested", "withdrawn"},
+    "changes_requested": {"submitted", "withdrawn"},
+    "approved": {"applying", "withdrawn", "revoked"},
+    "applying": {"applied", "failed", "active"},
+    "failed": {"applying", "applied", "active"},  # retried; a retry that succeeds moves on
+    "active": {"expired"},
+    "applied": set(),
+    "rejected": set(),
+    "withdrawn": set(),
+    "revoked": set(),
+    "expired": set(),
+}
+ALL = list(EXPECTED)
 PAIRS = [(a, b) for a in ALL for b in ALL if a != b]
 
 
+def test_the_table_covers_every_status():
+    assert set(EXPECTED) == {s.value for s in S}
+
+
 @pytest.mark.parametrize(("source", "target"), PAIRS)
-def test_every_transition_is_allowed_or_refused_by_the_table(
+def test_every_transition_is_allowed_or_refused_as_the_product_says(
     source, target, plan, lead_a, gpu, admin2
 ):
     request = new_request(lead_a, plan["team-a"], gpu, 6, 8)
@@ -38,7 +62,7 @@ def test_every_transition_is_allowed_or_refused_by_the_table(
     already = AuditEvent.objects.count()
     with transaction.atomic():
         locked = lock_request(request.pk)
-        if target in ALLOWED[source]:
+        if target in EXPECTED[source]:
             transition(locked, target, acting_user=admin2, comment="move")
             ok = True
         else:
@@ -286,13 +310,19 @@ def test_request_follows_its_sync_to_applied_or_failed(plan, lead_c, gpu, admin,
     assert request.status == S.APPLIED
 
 
-def test_current_values_are_refreshed_at_submit(plan, lead_c, gpu, admin, strict_policy):
+def test_a_draft_written_against_an_older_allocation_is_rebased_before_submit(
+    plan, lead_c, gpu, admin, strict_policy
+):
     from quotas.services import allocation_set
 
     request = new_request(lead_c, plan["team-c"], gpu, 3, 6)
     allocation_set(
         team_namespace=plan["team-c"], resource=gpu, guarantee=1, cap=3, acting_user=admin
     )
+    with pytest.raises(NotAllowed) as err:
+        request_submit(request=request, acting_user=lead_c)
+    assert "guarantee: 2 → 1" in err.value.message
+    request_rebase(request=request, acting_user=lead_c)
     request_submit(request=request, acting_user=lead_c)
     line = request.lines.get()
     assert (line.current_guarantee, line.current_cap, line.current_version) == (
@@ -300,6 +330,7 @@ def test_current_values_are_refreshed_at_submit(plan, lead_c, gpu, admin, strict
         Decimal(3),
         2,
     )
+    assert (line.requested_guarantee, line.requested_cap, line.base_version) == (3, 6, 2)
 
 
 def test_a_lead_cannot_submit_another_teams_request(plan, lead_c, lead_a, gpu):

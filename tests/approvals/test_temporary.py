@@ -155,3 +155,191 @@ def test_scheduled_grants_count_against_capacity(plan, lead_c, lead_a, gpu, admi
     other = new_request(lead_a, plan["team-a"], gpu, 7, 8)
     with pytest.raises(ValidationFailed, match="above its capacity 16"):
         request_submit(request=other, acting_user=lead_a)
+
+
+# --- bounds, withdrawing and revoking a grant that has not started -------------------------
+
+
+def _scheduled_grant(plan, lead_c, gpu, admin, guarantee=6, cap=6):
+    starts = timezone.now() + timedelta(days=2)
+    request = new_request(
+        lead_c,
+        plan["team-c"],
+        gpu,
+        guarantee,
+        cap,
+        kind="temporary",
+        starts_at=starts,
+        ends_in=timedelta(days=5),
+    )
+    request_submit(request=request, acting_user=lead_c)
+    request_approve(request=request, acting_user=admin)
+    request.refresh_from_db()
+    assert request.status == S.APPROVED
+    return request
+
+
+def test_a_grant_starting_too_far_ahead_is_refused_naming_the_field(plan, lead_c, gpu, settings):
+    from portal.errors import ValidationFailed
+
+    settings.TEMPORARY_GRANT_MAX_START_DAYS = 30
+    with pytest.raises(ValidationFailed) as err:
+        new_request(
+            lead_c,
+            plan["team-c"],
+            gpu,
+            3,
+            4,
+            kind="temporary",
+            starts_at=timezone.now() + timedelta(days=31),
+            ends_in=timedelta(days=32),
+        )
+    assert err.value.field == "starts_at"
+    assert "starts at most 30 days ahead" in err.value.message
+    assert not QuotaRequest.objects.exists()
+
+
+def test_a_grant_lasting_too_long_is_refused_naming_the_field(plan, lead_c, gpu, settings):
+    from portal.errors import ValidationFailed
+
+    settings.TEMPORARY_GRANT_MAX_DAYS = 10
+    starts = timezone.now() + timedelta(days=5)
+    with pytest.raises(ValidationFailed) as err:
+        new_request(
+            lead_c,
+            plan["team-c"],
+            gpu,
+            3,
+            4,
+            kind="temporary",
+            starts_at=starts,
+            ends_in=timedelta(days=16),  # 11 days from its start
+        )
+    assert err.value.field == "ends_at"
+    assert "lasts at most 10 days" in err.value.message
+    # Within both bounds: accepted.
+    new_request(
+        lead_c,
+        plan["team-c"],
+        gpu,
+        3,
+        4,
+        kind="temporary",
+        starts_at=starts,
+        ends_in=timedelta(days=14),
+    )
+
+
+def test_the_api_refuses_the_year_9999_grant(plan, lead_c):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(lead_c)
+    response = client.post(
+        "/api/v1/requests/",
+        {
+            "team": "team-c",
+            "justification": "forever",
+            "kind": "temporary",
+            "starts_at": "9999-01-01T00:00:00Z",
+            "ends_at": "9999-12-31T00:00:00Z",
+            "lines": [
+                {
+                    "namespace": "team-c-dev",
+                    "cluster": "demo",
+                    "resource": "nvidia.com/gpu",
+                    "guarantee": "3",
+                    "cap": "4",
+                }
+            ],
+            "submit": True,
+        },
+        format="json",
+    )
+    assert response.status_code == 400
+    assert response.json()["extra"]["field"] == "starts_at"
+    assert not QuotaRequest.objects.exists()
+
+
+def test_the_requester_withdraws_a_scheduled_grant_and_the_capacity_is_free(
+    plan, lead_c, lead_a, gpu, admin, strict_policy
+):
+    from approvals.services import request_withdraw
+
+    grant = _scheduled_grant(plan, lead_c, gpu, admin)  # 6 + 4 + 6 = 16, promised
+    blocked = new_request(lead_a, plan["team-a"], gpu, 7, 8)
+    with pytest.raises(Exception, match="above its capacity 16"):
+        request_submit(request=blocked, acting_user=lead_a)
+    request_withdraw(request=grant, acting_user=lead_c, comment="plans changed")
+    grant.refresh_from_db()
+    assert grant.status == S.WITHDRAWN
+    request_submit(request=blocked, acting_user=lead_a)  # the capacity is back
+    assert requests_start_due(now=timezone.now() + timedelta(days=3)) == []  # never starts
+    assert Allocation.objects.get(team_namespace=plan["team-c"]).guarantee == 2
+
+
+def test_an_admin_revokes_a_scheduled_grant_audited(
+    plan, lead_c, lead_a, gpu, admin, strict_policy
+):
+    from approvals.services import request_revoke
+    from portal.errors import PermissionDenied, ValidationFailed
+
+    grant = _scheduled_grant(plan, lead_c, gpu, admin)
+    with pytest.raises(PermissionDenied):
+        request_revoke(request=grant, acting_user=lead_c, comment="mine")
+    with pytest.raises(ValidationFailed) as err:
+        request_revoke(request=grant, acting_user=admin, comment=" ")
+    assert err.value.field == "comment"
+    request_revoke(request=grant, acting_user=admin, comment="the cluster is needed")
+    grant.refresh_from_db()
+    assert (grant.status, grant.decided_by, grant.decision_comment) == (
+        S.REVOKED,
+        admin,
+        "the cluster is needed",
+    )
+    event = AuditEvent.objects.get(action="request.revoked", target_id=str(grant.pk))
+    assert (event.actor, event.before, event.after["status"]) == (
+        admin,
+        {"status": "approved"},
+        "revoked",
+    )
+    request_submit(request=new_request(lead_a, plan["team-a"], gpu, 7, 8), acting_user=lead_a)
+
+
+def test_a_started_grant_is_not_revoked(plan, lead_c, gpu, admin, strict_policy):
+    from approvals.services import request_revoke
+    from portal.errors import NotAllowed
+
+    grant = _scheduled_grant(plan, lead_c, gpu, admin, guarantee=3, cap=4)
+    requests_start_due(now=timezone.now() + timedelta(days=3))
+    with pytest.raises(NotAllowed, match="cannot become revoked"):
+        request_revoke(request=grant, acting_user=admin, comment="too late")
+
+
+def test_revoke_and_withdraw_through_the_api_and_the_page(
+    client, plan, lead_c, gpu, admin, strict_policy
+):
+    from rest_framework.test import APIClient
+
+    grant = _scheduled_grant(plan, lead_c, gpu, admin, guarantee=3, cap=4)
+    client.force_login(admin)
+    page = client.get(f"/requests/{grant.pk}/").content.decode()
+    assert 'data-testid="revoke-button"' in page
+    response = client.post(f"/requests/{grant.pk}/revoke/", {"revoke-comment": ""})
+    assert response.status_code == 400
+    assert "say why the grant is revoked" in response.content.decode()
+
+    api = APIClient()
+    api.force_authenticate(admin)
+    response = api.post(
+        f"/api/v1/requests/{grant.pk}/revoke/", {"comment": "needed"}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    assert response.json()["status"] == "revoked"
+
+    other = _scheduled_grant(plan, lead_c, gpu, admin, guarantee=3, cap=4)
+    client.force_login(lead_c)
+    assert 'data-testid="withdraw"' in client.get(f"/requests/{other.pk}/").content.decode()
+    assert client.post(f"/requests/{other.pk}/withdraw/").status_code == 302
+    other.refresh_from_db()
+    assert other.status == S.WITHDRAWN

@@ -144,14 +144,15 @@ def test_namespace_of_another_team_is_refused_on_its_line(client, plan, admin, g
     assert "does not belong to team team-c" in page
 
 
-def test_cap_above_half_the_cluster_keeps_the_draft_and_shows_the_rule(client, plan, lead_c, gpu):
+def test_cap_above_half_the_cluster_creates_nothing_and_shows_the_rule(client, plan, lead_c, gpu):
     client.force_login(lead_c)
     response = client.post("/requests/new/", line_data(plan["team-c"], gpu, 2, 9, action="submit"))
+    assert response.status_code == 400
     page = response.content.decode()
     assert "cap 9 exceeds 50% of cluster demo capacity 16 nvidia.com/gpu (max 8)" in page
-    draft = QuotaRequest.objects.get()
-    assert draft.status == S.DRAFT
-    assert f'action="/requests/{draft.pk}/edit/"' in page  # fixing it edits the same draft
+    assert "saved as a draft" not in page
+    assert not QuotaRequest.objects.exists()  # a refused create leaves no draft behind
+    assert 'action="/requests/new/"' in page  # fixing it tries again from the form
     assert 'value="9"' in page
 
 

@@ -88,52 +88,6 @@ def test_team_lead_cannot_enter_admin(client, lead_a):
     assert "/admin/login/" in response.url
 
 
-def test_admin_edit_of_allocation_writes_a_version(client, admin, alloc_a):
-    client.force_login(admin)
-    response = client.post(
-        f"/admin/quotas/allocation/{alloc_a.pk}/change/",
-        {
-            "team_namespace": alloc_a.team_namespace_id,
-            "resource": alloc_a.resource_id,
-            "guarantee": "5",
-            "cap": "9",
-            "per_pod_max": "",
-            "priority_classes": '["training"]',
-            "versions-TOTAL_FORMS": "0",
-            "versions-INITIAL_FORMS": "1",
-            "versions-MIN_NUM_FORMS": "0",
-            "versions-MAX_NUM_FORMS": "1000",
-        },
-    )
-    assert response.status_code == 302, response.content.decode()[:2000]
-    alloc_a.refresh_from_db()
-    assert (alloc_a.guarantee, alloc_a.cap, alloc_a.version) == (5, 9, 2)
-    latest = alloc_a.versions.get(version=2)
-    assert (latest.changed_by, latest.source) == (admin, "django-admin")
-
-
-def test_admin_form_refuses_guarantee_above_cap(client, admin, alloc_a):
-    client.force_login(admin)
-    response = client.post(
-        f"/admin/quotas/allocation/{alloc_a.pk}/change/",
-        {
-            "team_namespace": alloc_a.team_namespace_id,
-            "resource": alloc_a.resource_id,
-            "guarantee": "12",
-            "cap": "9",
-            "priority_classes": "[]",
-            "versions-TOTAL_FORMS": "0",
-            "versions-INITIAL_FORMS": "1",
-            "versions-MIN_NUM_FORMS": "0",
-            "versions-MAX_NUM_FORMS": "1000",
-        },
-    )
-    assert response.status_code == 200  # the form again, with the error
-    assert "guarantee must not exceed cap" in response.content.decode()
-    alloc_a.refresh_from_db()
-    assert (alloc_a.guarantee, alloc_a.cap) == (6, 10)
-
-
 def test_admin_sees_cluster_sync_status_and_leads_do_not(client, admin, lead_a, alloc_a):
     from quotas.models import DriftEvent, SyncRequest
 

@@ -53,7 +53,7 @@ def test_lead_requests_and_admin_approves_a_modified_cap(
     assert request.lines.get().decided_cap == 5
 
 
-def test_a_rule_broken_on_submit_is_shown_at_the_line_and_the_draft_is_kept(
+def test_a_rule_broken_on_submit_is_shown_at_the_line_and_nothing_is_created(
     open_session, artifacts, plan, lead_c, gpu
 ):
     lead = open_session("lead-c")
@@ -73,10 +73,9 @@ def test_a_rule_broken_on_submit_is_shown_at_the_line_and_the_draft_is_kept(
     )
     expect(line.locator("input[name=lines-0-cap]")).to_have_value("9")
     lead.screenshot(path=str(artifacts / "request-refused.png"), full_page=True)
-    draft = QuotaRequest.objects.get()
-    assert draft.status == QuotaRequest.Status.DRAFT
+    assert not QuotaRequest.objects.exists()  # a refused create leaves no draft behind
 
-    # Fixing the line on the same page submits the same draft.
+    # Fixing the line on the same page creates and submits the request.
     lead.fill("input[name=lines-0-cap]", "8")
     lead.click("[data-testid=submit]")
     expect(lead.locator("[data-testid=status]")).to_have_text(re.compile("submitted|applying"))

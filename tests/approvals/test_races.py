@@ -1,0 +1,217 @@
+"""Moves that can meet, run at the same moment from threads with their own connections.
+
+On PostgreSQL this is real row locking (capacity rows, then the request, then allocations and
+clusters, then the audit chain head). Each race asserts the invariants: no over-commitment,
+exactly one outcome per request, and audit events that agree with the outcome.
+"""
+
+import threading
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+from django.db.models import Sum
+from django.utils import timezone
+
+from approvals.models import QuotaRequest
+from approvals.services import (
+    request_approve,
+    request_submit,
+    request_withdraw,
+    requests_expire_due,
+    requests_follow_syncs,
+)
+from portal.errors import ApplicationError
+from quotas.models import Allocation, AuditEvent, SyncRequest, Team, TeamNamespace
+from quotas.services import allocation_set
+from tests.approvals.conftest import new_request
+
+pytestmark = pytest.mark.django_db(transaction=True)
+S = QuotaRequest.Status
+ROUNDS = range(3)
+REFUSALS = {"ValidationFailed", "NotAllowed", "PermissionDenied"}
+
+
+def race(*moves) -> list[str]:
+    """Start every move at once (a barrier); each returns "ok" or the refusal's class name."""
+    barrier = threading.Barrier(len(moves))
+    outcomes: list[str | None] = [None] * len(moves)
+
+    def run(index, move):
+        barrier.wait()
+        try:
+            move()
+            outcomes[index] = "ok"
+        except ApplicationError as exc:
+            outcomes[index] = type(exc).__name__
+        except Exception as exc:  # a deadlock or a 500 would show here, named
+            outcomes[index] = f"crash: {type(exc).__name__}: {exc}"
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i, m)) for i, m in enumerate(moves)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return outcomes
+
+
+def guaranteed(cluster) -> Decimal:
+    total = Allocation.objects.filter(team_namespace__cluster=cluster).aggregate(
+        total=Sum("guarantee")
+    )["total"]
+    return total or Decimal(0)
+
+
+def actions(request: QuotaRequest) -> list[str]:
+    return list(
+        AuditEvent.objects.filter(target_type="QuotaRequest", target_id=str(request.pk))
+        .order_by("seq")
+        .values_list("action", flat=True)
+    )
+
+
+def assert_audit_matches(request: QuotaRequest) -> None:
+    """The request's audit trail tells the same story as its status."""
+    request.refresh_from_db()
+    trail = actions(request)
+    decided = trail.count("request.approved")
+    if request.status in (S.APPLYING, S.APPLIED, S.ACTIVE, S.EXPIRED):
+        assert decided == 1 and trail.count("request.applying") == 1, trail
+    else:
+        assert decided == 0 and "request.applying" not in trail, trail
+    assert trail[-1] == f"request.{request.status}" or request.status == S.SUBMITTED, trail
+
+
+@pytest.mark.parametrize("round_", ROUNDS)
+def test_approve_vs_withdraw(round_, plan, lead_c, gpu, admin, strict_policy):
+    cluster = plan["team-c"].cluster
+    request = request_submit(
+        request=new_request(lead_c, plan["team-c"], gpu, 3, 4), acting_user=lead_c
+    )
+    outcomes = race(
+        lambda: request_approve(request=request, acting_user=admin),
+        lambda: request_withdraw(request=request, acting_user=lead_c),
+    )
+    assert sorted(outcomes) == ["NotAllowed", "ok"], outcomes  # exactly one move happened
+    request.refresh_from_db()
+    allocation = Allocation.objects.get(team_namespace=plan["team-c"])
+    if outcomes[0] == "ok":
+        assert request.status == S.APPLYING
+        assert (allocation.guarantee, allocation.version) == (3, 2)
+        assert "request.withdrawn" not in actions(request)
+    else:
+        assert request.status == S.WITHDRAWN
+        assert (allocation.guarantee, allocation.version) == (2, 1)
+        assert request.approvals.count() == 0
+    assert guaranteed(cluster) <= 16
+    assert_audit_matches(request)
+
+
+@pytest.mark.parametrize("round_", ROUNDS)
+def test_approve_vs_approve_for_the_same_last_gpus(
+    round_, plan, lead_c, other_team_lead, gpu, admin, admin2, strict_policy
+):
+    cluster = plan["team-c"].cluster
+    # 12 of 16 guaranteed; they ask for 3 and 2 more: either fits alone, not both.
+    for_c = request_submit(
+        request=new_request(lead_c, plan["team-c"], gpu, 5, 5), acting_user=lead_c
+    )
+    for_b = request_submit(
+        request=new_request(other_team_lead, plan["team-b"], gpu, 6, 6),
+        acting_user=other_team_lead,
+    )
+    outcomes = race(
+        lambda: request_approve(request=for_c, acting_user=admin),
+        lambda: request_approve(request=for_b, acting_user=admin2),
+    )
+    assert sorted(outcomes) == ["ValidationFailed", "ok"], outcomes
+    assert guaranteed(cluster) <= 16
+    for request in (for_c, for_b):
+        request.refresh_from_db()
+    approved = [r for r in (for_c, for_b) if r.status == S.APPLYING]
+    assert len(approved) == 1
+    for request in (for_c, for_b):
+        assert_audit_matches(request)
+        if request not in approved:
+            assert request.status == S.SUBMITTED and request.approvals.count() == 0
+
+
+@pytest.mark.parametrize("round_", ROUNDS)
+def test_approve_vs_a_temporary_grant_expiring(
+    round_, plan, lead_c, lead_a, gpu, admin, admin2, strict_policy
+):
+    cluster = plan["team-c"].cluster
+    # team-a asks for 8 (6 + 4 + 2 = 12 → 14: fits now).
+    waiting = request_submit(
+        request=new_request(lead_a, plan["team-a"], gpu, 8, 8), acting_user=lead_a
+    )
+    # Then team-c gets a grant taking the rest: 6 + 4 + 6 = 16. team-a fits only once it ends.
+    grant = new_request(
+        lead_c, plan["team-c"], gpu, 6, 6, kind="temporary", ends_in=timedelta(hours=2)
+    )
+    request_submit(request=grant, acting_user=lead_c)
+    request_approve(request=grant, acting_user=admin)
+    SyncRequest.objects.update(status=SyncRequest.Status.DONE)
+    requests_follow_syncs()
+    grant.refresh_from_db()
+    assert grant.status == S.ACTIVE
+    after_end = timezone.now() + timedelta(hours=3)
+
+    outcomes = race(
+        lambda: requests_expire_due(now=after_end),
+        lambda: request_approve(request=waiting, acting_user=admin2),
+    )
+    assert outcomes[0] == "ok", outcomes  # the end of a grant is never refused
+    assert outcomes[1] in ("ok", "ValidationFailed"), outcomes
+    grant.refresh_from_db()
+    waiting.refresh_from_db()
+    assert grant.status == S.EXPIRED
+    c = Allocation.objects.get(team_namespace=plan["team-c"])
+    a = Allocation.objects.get(team_namespace=plan["team-a"])
+    assert c.guarantee == 2  # reverted either way
+    if outcomes[1] == "ok":  # the grant had ended first: its capacity was free
+        assert (waiting.status, a.guarantee) == (S.APPLYING, 8)
+    else:  # approved while the grant still held the GPUs: refused, nothing promised twice
+        assert (waiting.status, a.guarantee) == (S.SUBMITTED, 6)
+    assert guaranteed(cluster) <= 16
+    assert_audit_matches(waiting)
+    assert actions(grant).count("request.expired") == 1
+
+
+@pytest.mark.parametrize("round_", ROUNDS)
+def test_auto_approve_vs_admin_approve(round_, plan, lead_c, other_team_lead, gpu, admin, cluster):
+    # Default policy: increases up to 1 are approved automatically while capacity allows.
+    big = Team.objects.create(slug="big", name="Big")
+    big_ns = TeamNamespace.objects.create(team=big, cluster=cluster, name="big-training")
+    allocation_set(team_namespace=big_ns, resource=gpu, guarantee=3, cap=3, acting_user=admin)
+    # 6 + 4 + 2 + 3 = 15 of 16: one GPU left.
+    for_b = request_submit(
+        request=new_request(other_team_lead, plan["team-b"], gpu, 5, 8),
+        acting_user=other_team_lead,
+    )
+    assert for_b.status == S.SUBMITTED  # +2 on the cap: an admin decides
+    for_c = new_request(lead_c, plan["team-c"], gpu, 3, 4)  # +1: automatic if it fits
+
+    outcomes = race(
+        lambda: request_submit(request=for_c, acting_user=lead_c),
+        lambda: request_approve(request=for_b, acting_user=admin),
+    )
+    assert not any(o.startswith("crash") for o in outcomes), outcomes
+    assert set(outcomes) <= {"ok"} | REFUSALS, outcomes
+    assert guaranteed(cluster) <= 16
+    for_b.refresh_from_db()
+    for_c.refresh_from_db()
+    got_the_gpu = [r for r in (for_b, for_c) if r.status == S.APPLYING]
+    assert len(got_the_gpu) == 1, (outcomes, for_b.status, for_c.status)
+    assert guaranteed(cluster) == 16
+    if for_c.status == S.APPLYING:
+        assert for_c.auto_approved and outcomes[1] == "ValidationFailed"
+        assert for_b.status == S.SUBMITTED
+    else:
+        assert outcomes[1] == "ok"
+        assert for_c.status in (S.DRAFT, S.SUBMITTED)  # refused at submit, or waits
+    for request in (for_b, for_c):
+        assert_audit_matches(request)
