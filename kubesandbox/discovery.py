@@ -30,6 +30,8 @@ SERVED_KINDS: tuple[tuple[str, str], ...] = (
     ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
     ("policy/v1", "PodDisruptionBudget"),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
     ("scheduling.volcano.sh/v1beta1", "Queue"),
     ("kueue.x-k8s.io/v1beta2", "ClusterQueue"),
     ("kueue.x-k8s.io/v1beta2", "LocalQueue"),
