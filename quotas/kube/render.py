@@ -393,11 +393,14 @@ def render_per_pod_max_policy(plan: ClusterPlan) -> list[dict]:
     regular containers and the largest other init container. (Kubernetes adds only the sidecars
     started before an init container to it; adding all of them never counts less.) Amounts are
     compared as floats with half the smallest unit as tolerance (1m cpu, 1 for the rest), so
-    float sums never reject a pod that is exactly at its max.
+    float sums never reject a pod that is exactly at its max. Only standard CEL and the
+    Kubernetes ``quantity()`` and list ``sum()`` functions are used.
 
     Only ``CREATE`` of pods and ``UPDATE`` of ``pods/resize`` (in-place resize) are checked:
     checking every pod update would block label or finalizer changes of pods created before
-    a max was lowered. ``failurePolicy: Fail``: a cap is not bypassed when an expression
+    a max was lowered. The rules state ``scope`` (the API server would default it): the list is
+    replaced as a whole on apply, so a defaulted field in it would be a change every time.
+    ``failurePolicy: Fail``: a cap is not bypassed when an expression
     fails (e.g. a hand-edited annotation that is not a quantity); the namespace selector keeps
     the policy to the namespaces this portal cluster manages.
     """
@@ -434,6 +437,12 @@ def render_per_pod_max_policy(plan: ClusterPlan) -> list[dict]:
                 f" && '{key}' in namespaceObject.metadata.annotations",
             },
             {
+                # The max plus the tolerance; only read when the namespace has one.
+                "name": f"{v}Max",
+                "expression": f"variables.{v}HasMax"
+                f" ? quantity({maximum}).asApproximateFloat() + {tolerance} : 0.0",
+            },
+            {
                 "name": f"{v}Containers",
                 "expression": f"([0.0] + object.spec.containers.map(c, {limit})).sum()",
             },
@@ -442,22 +451,26 @@ def render_per_pod_max_policy(plan: ClusterPlan) -> list[dict]:
                 "expression": f"([0.0] + variables.sidecars.map(c, {limit})).sum()",
             },
             {
-                "name": f"{v}Init",
-                "expression": f"([0.0] + variables.oneShotInitContainers.map(c, {limit})).max()",
-            },
-            {
-                "name": f"{v}Pod",
-                "expression": f"variables.{v}Sidecars + (variables.{v}Init"
-                f" > variables.{v}Containers ? variables.{v}Init : variables.{v}Containers)",
+                "name": f"{v}Running",
+                "expression": f"variables.{v}Sidecars + variables.{v}Containers",
             },
         ]
+        # sidecars + max(containers, each init container) <= max, written without a max():
+        # the running containers fit, and every init container fits next to the sidecars.
+        init_fits = (
+            f"variables.oneShotInitContainers.all(c, variables.{v}Sidecars + ({limit})"
+            f" <= variables.{v}Max)"
+        )
         validations.append(
             {
-                "expression": f"!variables.{v}HasMax || variables.{v}Pod"
-                f" <= quantity({maximum}).asApproximateFloat() + {tolerance}",
+                "expression": f"!variables.{v}HasMax || (variables.{v}Running"
+                f" <= variables.{v}Max && {init_fits})",
                 "message": f"the pod's {resource} limits exceed the per-pod max of its namespace",
-                "messageExpression": f"'the pod states ' + string(variables.{v}Pod) + ' {resource}"
-                f" in limits, above the per-pod max ' + {maximum} + ' of namespace '"
+                "messageExpression": f"(variables.{v}Running <= variables.{v}Max"
+                f" ? 'an init container of the pod states more {resource} in limits'"
+                f" : 'the containers of the pod state ' + string(variables.{v}Running)"
+                f" + ' {resource} in limits')"
+                f" + ', above the per-pod max ' + {maximum} + ' of namespace '"
                 " + namespaceObject.metadata.name",
                 "reason": "Forbidden",
             }
@@ -479,12 +492,14 @@ def render_per_pod_max_policy(plan: ClusterPlan) -> list[dict]:
                         "apiVersions": ["v1"],
                         "operations": ["CREATE"],
                         "resources": ["pods"],
+                        "scope": "Namespaced",
                     },
                     {
                         "apiGroups": [""],
                         "apiVersions": ["v1"],
                         "operations": ["UPDATE"],
                         "resources": ["pods/resize"],
+                        "scope": "Namespaced",
                     },
                 ],
             },

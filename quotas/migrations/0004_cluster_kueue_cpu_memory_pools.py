@@ -6,24 +6,53 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('quotas', '0003_audit_chain'),
+        ("quotas", "0003_audit_chain"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='cluster',
-            name='kueue_cpu_pool',
-            field=models.DecimalField(blank=True, decimal_places=3, help_text="The cpu Kueue may admit in the whole cluster. Empty: the cluster's cpu capacity when one is recorded, otherwise unbounded (Kueue then gates only what the portal allocates and leaves cpu to the node scheduler).", max_digits=12, null=True, validators=[django.core.validators.MinValueValidator(Decimal('0'))], verbose_name='Kueue cpu pool (cores)'),
+            model_name="cluster",
+            name="kueue_cpu_pool",
+            field=models.DecimalField(
+                blank=True,
+                decimal_places=3,
+                help_text="The cpu Kueue may admit in the whole cluster. Empty: the cluster's cpu capacity when one is recorded, otherwise unbounded (Kueue then gates only what the portal allocates and leaves cpu to the node scheduler).",
+                max_digits=12,
+                null=True,
+                validators=[django.core.validators.MinValueValidator(Decimal("0"))],
+                verbose_name="Kueue cpu pool (cores)",
+            ),
         ),
         migrations.AddField(
-            model_name='cluster',
-            name='kueue_memory_pool_gib',
-            field=models.DecimalField(blank=True, decimal_places=3, help_text="The memory Kueue may admit in the whole cluster, in GiB. Empty: the cluster's memory capacity when one is recorded, otherwise unbounded.", max_digits=12, null=True, validators=[django.core.validators.MinValueValidator(Decimal('0'))], verbose_name='Kueue memory pool (GiB)'),
+            model_name="cluster",
+            name="kueue_memory_pool_gib",
+            field=models.DecimalField(
+                blank=True,
+                decimal_places=3,
+                help_text="The memory Kueue may admit in the whole cluster, in GiB. Empty: the cluster's memory capacity when one is recorded, otherwise unbounded.",
+                max_digits=12,
+                null=True,
+                validators=[django.core.validators.MinValueValidator(Decimal("0"))],
+                verbose_name="Kueue memory pool (GiB)",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='cluster',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('kueue_cpu_pool__isnull', True), ('kueue_cpu_pool__gte', 0), _connector='OR'), models.Q(('kueue_memory_pool_gib__isnull', True), ('kueue_memory_pool_gib__gte', 0), _connector='OR')), name='cluster_kueue_pools_not_negative'),
+            model_name="cluster",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(
+                        ("kueue_cpu_pool__isnull", True),
+                        ("kueue_cpu_pool__gte", 0),
+                        _connector="OR",
+                    ),
+                    models.Q(
+                        ("kueue_memory_pool_gib__isnull", True),
+                        ("kueue_memory_pool_gib__gte", 0),
+                        _connector="OR",
+                    ),
+                ),
+                name="cluster_kueue_pools_not_negative",
+            ),
         ),
     ]
