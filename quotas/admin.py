@@ -123,6 +123,8 @@ class ClusterAdmin(admin.ModelAdmin):
                     "sync_mode",
                     "plan_generation",
                     "kueue_cohort",
+                    "kueue_cpu_pool",
+                    "kueue_memory_pool_gib",
                     "yunikorn_namespace",
                     "preview_link",
                 ],

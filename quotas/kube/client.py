@@ -27,6 +27,8 @@ class KindPath:
 
 
 # The kinds the portal reads and writes (facts of the Kubernetes, Volcano and Kueue APIs).
+# LimitRange stays listed so that the sync still finds and prunes the portal's old per-pod
+# LimitRanges (gpu-limits), which nothing renders any more.
 KINDS: dict[tuple[str, str], KindPath] = {
     ("v1", "Namespace"): KindPath("namespaces", False),
     ("v1", "ResourceQuota"): KindPath("resourcequotas", True),
@@ -34,6 +36,12 @@ KINDS: dict[tuple[str, str], KindPath] = {
     ("v1", "ConfigMap"): KindPath("configmaps", True),
     ("v1", "Pod"): KindPath("pods", True),
     ("scheduling.k8s.io/v1", "PriorityClass"): KindPath("priorityclasses", False),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): KindPath(
+        "validatingadmissionpolicies", False
+    ),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): KindPath(
+        "validatingadmissionpolicybindings", False
+    ),
     ("scheduling.volcano.sh/v1beta1", "Queue"): KindPath("queues", False),
     ("kueue.x-k8s.io/v1beta2", "ClusterQueue"): KindPath("clusterqueues", False),
     ("kueue.x-k8s.io/v1beta2", "LocalQueue"): KindPath("localqueues", True),

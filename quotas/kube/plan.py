@@ -62,6 +62,10 @@ class ClusterPlan:
     priority_classes: tuple[PriorityClassPlan, ...] = ()
     managed_by: str = "gpu-quota-portal"
     kueue_cohort: str = "portal"
+    # What Kueue may admit in cpu (cores) and memory (GiB) in the whole cluster; None: the
+    # recorded capacity of that resource, else unbounded.
+    kueue_cpu_pool: Decimal | None = None
+    kueue_memory_pool_gib: Decimal | None = None
     yunikorn_namespace: str = "yunikorn"
     # Monotonic counter of the cluster's desired state; written on objects to fence old syncs.
     generation: int = 0
@@ -134,6 +138,8 @@ def cluster_plan(cluster) -> ClusterPlan:
         priority_classes=priority_classes,
         managed_by=settings.KUBE_MANAGED_BY,
         kueue_cohort=getattr(cluster, "kueue_cohort", "") or "portal",
+        kueue_cpu_pool=getattr(cluster, "kueue_cpu_pool", None),
+        kueue_memory_pool_gib=getattr(cluster, "kueue_memory_pool_gib", None),
         yunikorn_namespace=getattr(cluster, "yunikorn_namespace", "") or "yunikorn",
         generation=generation,
     )

@@ -7,20 +7,26 @@ same order (``render_cluster`` sorts them for applying).
 
 Mapping (see shared/PRODUCT.md, "How an allocation maps onto cluster objects"):
 
-- core: ``Namespace`` labels; ``ResourceQuota`` ``gpu-quota`` with the caps, plus
-  ``gpu-quota-other-classes`` (hard 0 for pods outside the allowed priority classes);
-  ``LimitRange`` ``gpu-limits`` with per-pod ``max`` only; ``PriorityClass`` objects.
+- core: ``Namespace`` labels and annotations; ``ResourceQuota`` ``gpu-quota`` with the caps,
+  plus ``gpu-quota-other-classes`` (hard 0 on ``requests.`` keys for pods outside the allowed
+  priority classes); ``PriorityClass`` objects.
+- per-pod max: one cluster-wide ``ValidatingAdmissionPolicy`` + binding that reads each
+  namespace's maxima from its annotations (never a LimitRange: see
+  :func:`render_per_pod_max_policy`).
 - Volcano: one cluster-scoped ``Queue`` per team namespace (deserved = guarantee, capability =
-  cap) under department queues.
-- Kueue (v1beta2): ``ResourceFlavor`` per GPU model, ``Cohort`` chain, ``ClusterQueue`` per team
-  namespace (nominalQuota = guarantee, borrowingLimit = cap - guarantee), LocalQueue ``default``.
-- YuniKorn: ``queues.yaml`` in ConfigMap ``yunikorn-configs``.
+  cap) under department queues; the Namespace names its queue in an annotation.
+- Kueue (v1beta2): ``ResourceFlavor`` per GPU model plus ``default-flavor``, ``Cohort`` chain
+  whose root holds the capacity nobody is guaranteed, ``ClusterQueue`` per team namespace
+  (nominalQuota = guarantee, borrowingLimit = cap - guarantee, cpu and memory always covered),
+  LocalQueue ``default``.
+- YuniKorn: ``queues.yaml`` in ConfigMap ``yunikorn-configs``, with a catch-all placement rule.
 
 The generation annotation is not rendered: the sync engine adds it when it writes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections import Counter
@@ -30,7 +36,13 @@ from typing import Any
 
 import yaml
 
-from quotas.kube.plan import AllocationPlan, ClusterPlan, NamespacePlan, PriorityClassPlan
+from quotas.kube.plan import (
+    AllocationPlan,
+    ClusterPlan,
+    NamespacePlan,
+    PriorityClassPlan,
+    ResourcePlan,
+)
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 TEAM_LABEL = "quota-portal/team"
@@ -42,36 +54,52 @@ GENERATION_ANNOTATION = "quota-portal/generation"
 
 RESOURCE_QUOTA_NAME = "gpu-quota"
 OTHER_CLASSES_QUOTA_NAME = "gpu-quota-other-classes"
-LIMIT_RANGE_NAME = "gpu-limits"
 LOCAL_QUEUE_NAME = "default"
 YUNIKORN_CONFIGMAP_NAME = "yunikorn-configs"
 YUNIKORN_QUEUES_KEY = "queues.yaml"
+# Where YuniKorn places pods of namespaces the portal does not manage (see yunikorn_queues_yaml).
+YUNIKORN_DEFAULT_QUEUE = "default"
 VOLCANO_ROOT_QUEUE = "root"
+# The Namespace annotation Volcano's PodGroup admission reads to route the namespace's PodGroups
+# (volcano-sh/volcano: schedulingv1beta1.QueueNameAnnotationKey, read in mutate_podgroup.go).
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+# The Queue CRD's bounds on spec.weight.
+VOLCANO_MAX_WEIGHT = 65535
 DEFAULT_FLAVOR = "default-flavor"
+# The per-pod max admission policy and its binding (one each per cluster).
+PER_POD_MAX_POLICY_NAME = "quota-portal-per-pod-max"
+PER_POD_MAX_ANNOTATION_PREFIX = "quota-portal/per-pod-max."
 
 VOLCANO_API = "scheduling.volcano.sh/v1beta1"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
+ADMISSION_API = "admissionregistration.k8s.io/v1"
 
-# HAMi vGPU resources are enforced by HAMi on pod *limits* (limits.nvidia.com/gpumem,
-# limits.nvidia.com/gpucores); everything else is quota'd on requests (the only prefix
-# Kubernetes' own quota evaluator tracks for extended resources).
+# HAMi vGPU resources are enforced by HAMi's own quota manager, which reads only
+# ``limits.<resource>`` keys (limits.nvidia.com/gpumem, limits.nvidia.com/gpucores); everything
+# else is quota'd on requests (the only prefix Kubernetes' own quota evaluator tracks for
+# extended resources).
 _LIMIT_KINDS = frozenset({"vgpu_memory", "vgpu_cores"})
 # Kinds that count as accelerators when deriving a Volcano weight.
 _ACCELERATOR_KINDS = frozenset({"gpu", "mig"})
-_MAX_INT32 = 2**31 - 1
+# Resources every pod requests: a Kueue ClusterQueue that does not cover them never admits it.
+_KUEUE_BASE_RESOURCES = ("cpu", "memory")
+# "Unbounded" cpu / memory for Kueue, in base units (cores, bytes): far above any cluster, and
+# far below int64 (Kueue sums quotas as int64 milli-cpu / bytes up the cohort tree).
+_KUEUE_UNBOUNDED = {"cpu": Decimal(10**9), "memory": Decimal(2**60)}
 
 # Apply order: namespaces, then cluster-scoped objects, then namespaced objects.
 _KIND_ORDER = {
     ("v1", "Namespace"): 0,
     ("scheduling.k8s.io/v1", "PriorityClass"): 1,
-    (KUEUE_API, "ResourceFlavor"): 2,
-    (KUEUE_API, "Cohort"): 3,
-    (VOLCANO_API, "Queue"): 4,
-    (KUEUE_API, "ClusterQueue"): 5,
-    ("v1", "ResourceQuota"): 6,
-    ("v1", "LimitRange"): 7,
-    (KUEUE_API, "LocalQueue"): 8,
-    ("v1", "ConfigMap"): 9,
+    (ADMISSION_API, "ValidatingAdmissionPolicy"): 2,
+    (ADMISSION_API, "ValidatingAdmissionPolicyBinding"): 3,
+    (KUEUE_API, "ResourceFlavor"): 4,
+    (KUEUE_API, "Cohort"): 5,
+    (VOLCANO_API, "Queue"): 6,
+    (KUEUE_API, "ClusterQueue"): 7,
+    ("v1", "ResourceQuota"): 8,
+    (KUEUE_API, "LocalQueue"): 9,
+    ("v1", "ConfigMap"): 10,
 }
 
 
@@ -230,21 +258,61 @@ def _departments(plan: ClusterPlan) -> dict[str, tuple[str | None, list[Namespac
 # core
 
 
-def render_namespace_object(plan: ClusterPlan, ns: NamespacePlan) -> dict:
-    """The team ``Namespace``: name and labels only."""
+def per_pod_max_annotation(resource_name: str) -> str:
+    """The Namespace annotation that carries the per-pod max of ``resource_name``.
+
+    ``quota-portal/per-pod-max.nvidia.com_gpu``: the name part of an annotation key allows no
+    ``/`` and at most 63 characters, so ``/`` becomes ``_`` and a name too long is cut and
+    suffixed with a hash of the whole resource name (still one key per resource).
+    """
+    name = PER_POD_MAX_ANNOTATION_PREFIX.split("/", 1)[1] + resource_name.replace("/", "_")
+    if len(name) > 63:
+        digest = hashlib.sha256(resource_name.encode()).hexdigest()[:10]
+        name = name[:52].rstrip("-_.") + "-" + digest
+    return PER_POD_MAX_ANNOTATION_PREFIX.split("/", 1)[0] + "/" + name
+
+
+def _per_pod_maxima(ns: NamespacePlan) -> dict[str, str]:
     return {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {
-            "name": ns.name,
-            "labels": _labels(plan, ns.team.slug, **{WORKLOAD_LABEL: ns.workload_class}),
-        },
+        a.resource.name: _amount(a, a.per_pod_max)
+        for a in _sorted_allocations(ns)
+        if a.per_pod_max is not None
     }
+
+
+def render_namespace_object(plan: ClusterPlan, ns: NamespacePlan) -> dict:
+    """The team ``Namespace``: labels, and annotations for the per-pod maxima (read by the
+    admission policy) and, with Volcano, the queue its PodGroups go to.
+
+    Volcano's PodGroup admission puts a PodGroup that names no queue into the queue named by
+    the namespace annotation ``scheduling.volcano.sh/queue-name``; without it every team job
+    lands in Volcano's ``default`` queue. Only a namespace with allocations has a queue.
+    """
+    meta: dict[str, Any] = {
+        "name": ns.name,
+        "labels": _labels(plan, ns.team.slug, **{WORKLOAD_LABEL: ns.workload_class}),
+    }
+    annotations = {
+        per_pod_max_annotation(name): amount for name, amount in _per_pod_maxima(ns).items()
+    }
+    if "volcano" in plan.backends and ns.allocations:
+        annotations[VOLCANO_QUEUE_ANNOTATION] = ns.name
+    if annotations:
+        meta["annotations"] = dict(sorted(annotations.items()))
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
 
 def render_resource_quotas(plan: ClusterPlan, ns: NamespacePlan) -> list[dict]:
     """``gpu-quota`` (the caps) and, for allocations limited to priority classes, the
     ``gpu-quota-other-classes`` quota that gives every other class zero.
+
+    The zero quota uses ``requests.`` keys only, HAMi's vGPU resources included: HAMi's quota
+    manager (Project-HAMi/HAMi pkg/device/quota.go) reads every ``limits.<vGPU resource>`` key
+    of every ResourceQuota of the namespace and ignores ``scopeSelector``, so a scoped
+    ``limits.nvidia.com/gpumem: 0`` would become the namespace's whole vGPU limit (block all)
+    or be overwritten by ``gpu-quota``'s, depending on the order it sees them; Kubernetes
+    itself does not count ``limits.`` of extended resources. ``requests.nvidia.com/gpumem``
+    (requests default to the limits HAMi pods state) is what Kubernetes' quota counts.
 
     Kubernetes semantics: a quota without scope counts every pod of the namespace, so
     ``gpu-quota`` caps the total. A ``scopeSelector`` quota only counts the pods it selects; the
@@ -279,7 +347,7 @@ def render_resource_quotas(plan: ClusterPlan, ns: NamespacePlan) -> list[dict]:
                 "kind": "ResourceQuota",
                 "metadata": _metadata(plan, name, namespace=ns.name, team=ns.team.slug),
                 "spec": {
-                    "hard": {_quota_key(a): "0" for a in members},
+                    "hard": {f"requests.{a.resource.name}": "0" for a in members},
                     "scopeSelector": {
                         "matchExpressions": [
                             {
@@ -295,33 +363,157 @@ def render_resource_quotas(plan: ClusterPlan, ns: NamespacePlan) -> list[dict]:
     return quotas
 
 
-def render_limit_range(plan: ClusterPlan, ns: NamespacePlan) -> dict | None:
-    """``gpu-limits`` with ``max`` per pod for allocations that have a per-pod max, else None.
+def _cel_limit(resource: str) -> str:
+    """CEL: the limit a container ``c`` states for ``resource``, 0.0 when it states none."""
+    return (
+        f"has(c.resources) && has(c.resources.limits) && '{resource}' in c.resources.limits"
+        f" ? quantity(c.resources.limits['{resource}']).asApproximateFloat() : 0.0"
+    )
 
-    ``type: Pod``: the LimitRanger sums the limits of all containers of a pod (init containers
-    count with their maximum) and checks the sum against ``max``; a per-pod cap is exactly that.
-    ``type: Container`` would check each container on its own, so a pod of two containers could
-    take twice the cap. ``max`` only, never ``default``/``defaultRequest``: a default would be
-    injected into every container, also into pods that use no GPU.
 
-    Caveat (LimitRanger ``maxConstraint``): a pod that does not state a limit for a resource
-    with a ``max`` is rejected ("No limit is specified"), and for ``type: Pod`` the sum only
-    exists when every regular container states it. Pods in such a namespace must declare the
-    resource, with ``0`` where they use none.
+def render_per_pod_max_policy(plan: ClusterPlan) -> list[dict]:
+    """The ``ValidatingAdmissionPolicy`` and its binding that hold pods to the per-pod max of
+    their namespace, or nothing when no namespace has a per-pod max.
+
+    Why not a LimitRange: a ``type: Pod`` max rejects every pod that states no limit for the
+    resource (CPU-only pods, injected sidecars, controller pods), and a ``type: Container``
+    max defaults every container's limit to the max.
+
+    Design: one policy and one binding for the whole cluster; each namespace's maxima are
+    annotations on its Namespace (:func:`per_pod_max_annotation`, a quantity such as "8"),
+    read through ``namespaceObject``. That scales to thousands of namespaces (two objects, the
+    API server caches namespaces) and has no parameter objects that could be missing: a
+    namespace without the annotation, or a pod that states no limit for the resource, is
+    admitted. Not a ConfigMap parameter (``paramKind``): a ConfigMap in the team's namespace is
+    writable by anyone with the usual ``edit`` role, the cluster-scoped Namespace is not.
+
+    Per resource with a per-pod max anywhere in the cluster, one validation compares what the
+    pod states with the max, counted the way Kubernetes computes a pod's effective limit:
+    sidecars (init containers with ``restartPolicy: Always``) + the larger of the sum of the
+    regular containers and the largest other init container. (Kubernetes adds only the sidecars
+    started before an init container to it; adding all of them never counts less.) Amounts are
+    compared as floats with half the smallest unit as tolerance (1m cpu, 1 for the rest), so
+    float sums never reject a pod that is exactly at its max. Only standard CEL and the
+    Kubernetes ``quantity()`` and list ``sum()`` functions are used.
+
+    Only ``CREATE`` of pods and ``UPDATE`` of ``pods/resize`` (in-place resize) are checked:
+    checking every pod update would block label or finalizer changes of pods created before
+    a max was lowered. The rules state ``scope`` (the API server would default it): the list is
+    replaced as a whole on apply, so a defaulted field in it would be a change every time.
+    ``failurePolicy: Fail``: a cap is not bypassed when an expression
+    fails (e.g. a hand-edited annotation that is not a quantity); the namespace selector keeps
+    the policy to the namespaces this portal cluster manages.
     """
-    maxima = {
-        a.resource.name: _amount(a, a.per_pod_max)
-        for a in _sorted_allocations(ns)
-        if a.per_pod_max is not None
+    resources = sorted({name for ns in plan.namespaces for name in _per_pod_maxima(ns)})
+    if not resources:
+        return []
+    variables = [
+        {
+            "name": "initContainers",
+            "expression": "has(object.spec.initContainers) ? object.spec.initContainers : []",
+        },
+        {
+            "name": "sidecars",
+            "expression": "variables.initContainers.filter(c, has(c.restartPolicy)"
+            " && c.restartPolicy == 'Always')",
+        },
+        {
+            "name": "oneShotInitContainers",
+            "expression": "variables.initContainers.filter(c, !has(c.restartPolicy)"
+            " || c.restartPolicy != 'Always')",
+        },
+    ]
+    validations = []
+    for index, resource in enumerate(resources):
+        v = f"r{index}"
+        key = per_pod_max_annotation(resource)
+        limit = _cel_limit(resource)
+        maximum = f"namespaceObject.metadata.annotations['{key}']"
+        tolerance = "0.0005" if resource == "cpu" else "0.5"
+        variables += [
+            {
+                "name": f"{v}HasMax",
+                "expression": "has(namespaceObject.metadata.annotations)"
+                f" && '{key}' in namespaceObject.metadata.annotations",
+            },
+            {
+                # The max plus the tolerance; only read when the namespace has one.
+                "name": f"{v}Max",
+                "expression": f"variables.{v}HasMax"
+                f" ? quantity({maximum}).asApproximateFloat() + {tolerance} : 0.0",
+            },
+            {
+                "name": f"{v}Containers",
+                "expression": f"([0.0] + object.spec.containers.map(c, {limit})).sum()",
+            },
+            {
+                "name": f"{v}Sidecars",
+                "expression": f"([0.0] + variables.sidecars.map(c, {limit})).sum()",
+            },
+            {
+                "name": f"{v}Running",
+                "expression": f"variables.{v}Sidecars + variables.{v}Containers",
+            },
+        ]
+        # sidecars + max(containers, each init container) <= max, written without a max():
+        # the running containers fit, and every init container fits next to the sidecars.
+        init_fits = (
+            f"variables.oneShotInitContainers.all(c, variables.{v}Sidecars + ({limit})"
+            f" <= variables.{v}Max)"
+        )
+        validations.append(
+            {
+                "expression": f"!variables.{v}HasMax || (variables.{v}Running"
+                f" <= variables.{v}Max && {init_fits})",
+                "message": f"the pod's {resource} limits exceed the per-pod max of its namespace",
+                "messageExpression": f"(variables.{v}Running <= variables.{v}Max"
+                f" ? 'an init container of the pod states more {resource} in limits'"
+                f" : 'the containers of the pod state ' + string(variables.{v}Running)"
+                f" + ' {resource} in limits')"
+                f" + ', above the per-pod max ' + {maximum} + ' of namespace '"
+                " + namespaceObject.metadata.name",
+                "reason": "Forbidden",
+            }
+        )
+    namespace_selector = {
+        "matchLabels": {MANAGED_BY_LABEL: plan.managed_by, CLUSTER_LABEL: plan.name}
     }
-    if not maxima:
-        return None
-    return {
-        "apiVersion": "v1",
-        "kind": "LimitRange",
-        "metadata": _metadata(plan, LIMIT_RANGE_NAME, namespace=ns.name, team=ns.team.slug),
-        "spec": {"limits": [{"type": "Pod", "max": maxima}]},
+    policy = {
+        "apiVersion": ADMISSION_API,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": _metadata(plan, PER_POD_MAX_POLICY_NAME),
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "namespaceSelector": namespace_selector,
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["pods"],
+                        "scope": "Namespaced",
+                    },
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["UPDATE"],
+                        "resources": ["pods/resize"],
+                        "scope": "Namespaced",
+                    },
+                ],
+            },
+            "variables": variables,
+            "validations": validations,
+        },
     }
+    binding = {
+        "apiVersion": ADMISSION_API,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": _metadata(plan, PER_POD_MAX_POLICY_NAME),
+        "spec": {"policyName": PER_POD_MAX_POLICY_NAME, "validationActions": ["Deny"]},
+    }
+    return [policy, binding]
 
 
 def render_priority_classes(plan: ClusterPlan) -> list[dict]:
@@ -351,7 +543,8 @@ def render_priority_class(plan: ClusterPlan, pc: PriorityClassPlan) -> dict:
 
 
 def volcano_weight(allocations: Iterable[AllocationPlan]) -> int:
-    """Queue weight: the guaranteed accelerators (whole GPUs + MIG slices), rounded up, >= 1.
+    """Queue weight: the guaranteed accelerators (whole GPUs + MIG slices), rounded up, within
+    the 1..65535 the Queue CRD allows.
 
     Only the proportion plugin reads ``weight`` (the capacity plugin uses ``deserved``); deriving
     it from the guarantee keeps both plugins dividing the cluster in the same ratio. vGPU memory /
@@ -360,7 +553,7 @@ def volcano_weight(allocations: Iterable[AllocationPlan]) -> int:
     total = sum(
         (a.guarantee for a in allocations if a.resource.kind in _ACCELERATOR_KINDS), Decimal(0)
     )
-    return max(1, min(_MAX_INT32, math.ceil(total)))
+    return max(1, min(VOLCANO_MAX_WEIGHT, math.ceil(total)))
 
 
 def _volcano_queue(
@@ -420,7 +613,7 @@ def render_volcano_queues(plan: ClusterPlan) -> list[dict]:
                 deserved={n: _amount(a, g) for n, (a, g, _) in totals.items()},
                 capability={n: _amount(a, c) for n, (a, _, c) in totals.items()},
                 guarantee={n: _amount(a, g) for n, (a, g, _) in inference.items()},
-                weight=min(_MAX_INT32, sum(volcano_weight(m.allocations) for m in members)),
+                weight=min(VOLCANO_MAX_WEIGHT, sum(volcano_weight(m.allocations) for m in members)),
             )
         )
     for ns in namespaces:
@@ -452,38 +645,69 @@ def _cohort_of(plan: ClusterPlan, ns: NamespacePlan) -> str:
     return ns.team.ancestors[0] if ns.team.ancestors else plan.kueue_cohort
 
 
+def _base_units(amount: Decimal, resource: ResourcePlan) -> Decimal:
+    """``amount`` (in units of the resource's suffix) in base units: cores, bytes, devices."""
+    base = _in_base_units(Decimal(amount), resource.quantity_suffix)
+    return Decimal(amount) if base is None else base
+
+
+def _base_quantity(amount: Decimal, resource_name: str) -> str:
+    """A quantity for an amount in base units; memory in the largest binary unit that fits."""
+    if resource_name == "memory":
+        for unit, exponent in _BINARY_UNITS.items():
+            size = Decimal(1024) ** exponent
+            if exponent and amount % size == 0:
+                return _plain(amount / size) + unit
+    return quantity(amount)
+
+
+def _resource_groups(by_flavor: dict[str, dict[str, dict]]) -> list[dict]:
+    """Kueue ``resourceGroups``: one group per flavor, listing every resource of the flavor.
+
+    Kueue's rules (CRD CEL rule and webhook): a resource and a flavor appear in one group only,
+    and every flavor of a group lists exactly the group's covered resources, in their order.
+    A resource always maps to one flavor (its GPU model), so one group per flavor keeps them.
+    """
+    groups = []
+    for flavor, entries in sorted(by_flavor.items()):
+        names = sorted(entries)
+        groups.append(
+            {
+                "coveredResources": names,
+                "flavors": [{"name": flavor, "resources": [entries[n] for n in names]}],
+            }
+        )
+    return groups
+
+
 def render_cluster_queue(plan: ClusterPlan, ns: NamespacePlan) -> dict:
     """The Kueue ``ClusterQueue`` of one team namespace (named after it).
 
-    One resource group per flavor (Kueue wants every covered resource listed for every flavor
-    of a group, and a flavor in one group only): nominalQuota = guarantee, borrowingLimit =
-    cap - guarantee (always stated, 0 included: no borrowingLimit means unlimited borrowing).
-    Inference namespaces also get lendingLimit 0, Kueue's way of never lending the guarantee.
-    ``reclaimWithinCohort: Any`` lets a team take its nominal quota back from borrowers (the
-    guarantee is a floor), ``withinClusterQueue: LowerPriority`` lets its own priority classes
-    preempt each other.
+    nominalQuota = guarantee, borrowingLimit = cap - guarantee (always stated, 0 included: no
+    borrowingLimit means unlimited borrowing). Inference namespaces also get lendingLimit 0,
+    Kueue's way of never lending the guarantee. ``reclaimWithinCohort: Any`` lets a team take
+    its nominal quota back from borrowers (the guarantee is a floor), ``withinClusterQueue:
+    LowerPriority`` lets its own priority classes preempt each other.
+
+    ``cpu`` and ``memory`` are always covered (``default-flavor``): Kueue leaves a workload
+    pending for good when it requests a resource its ClusterQueue does not cover, and every
+    real pod requests both. Without an allocation of them the namespace has nominalQuota 0 and
+    no borrowingLimit: it uses the cluster's pool in the root Cohort, unlimited within it.
     """
-    groups: dict[str, list[AllocationPlan]] = {}
+    by_flavor: dict[str, dict[str, dict]] = {}
     for a in _sorted_allocations(ns):
-        groups.setdefault(flavor_name(a.resource.gpu_model), []).append(a)
-    resource_groups = []
-    for flavor, members in sorted(groups.items()):
-        resources = []
-        for a in members:
-            entry = {
-                "name": a.resource.name,
-                "nominalQuota": _amount(a, a.guarantee),
-                "borrowingLimit": _amount(a, a.cap - a.guarantee),
-            }
-            if ns.workload_class == "inference":
-                entry["lendingLimit"] = "0"
-            resources.append(entry)
-        resource_groups.append(
-            {
-                "coveredResources": [a.resource.name for a in members],
-                "flavors": [{"name": flavor, "resources": resources}],
-            }
-        )
+        entry = {
+            "name": a.resource.name,
+            "nominalQuota": _amount(a, a.guarantee),
+            "borrowingLimit": _amount(a, a.cap - a.guarantee),
+        }
+        if ns.workload_class == "inference":
+            entry["lendingLimit"] = "0"
+        by_flavor.setdefault(flavor_name(a.resource.gpu_model), {})[a.resource.name] = entry
+    allocated = {a.resource.name for a in ns.allocations}
+    for name in _KUEUE_BASE_RESOURCES:
+        if name not in allocated:
+            by_flavor.setdefault(DEFAULT_FLAVOR, {})[name] = {"name": name, "nominalQuota": "0"}
     return {
         "apiVersion": KUEUE_API,
         "kind": "ClusterQueue",
@@ -492,8 +716,70 @@ def render_cluster_queue(plan: ClusterPlan, ns: NamespacePlan) -> dict:
             "cohortName": _cohort_of(plan, ns),
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns.name}},
             "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
-            "resourceGroups": resource_groups,
+            "resourceGroups": _resource_groups(by_flavor),
         },
+    }
+
+
+def _kueue_total(plan: ClusterPlan, name: str, capacities: dict) -> Decimal | None:
+    """What Kueue may admit of a resource in the whole cluster, in base units (None: unknown).
+
+    cpu / memory: the cluster's Kueue pool setting, else the recorded capacity.
+    """
+    if name == "cpu" and plan.kueue_cpu_pool is not None:
+        return Decimal(plan.kueue_cpu_pool)
+    if name == "memory" and plan.kueue_memory_pool_gib is not None:
+        return Decimal(plan.kueue_memory_pool_gib) * Decimal(1024) ** 3
+    if name in capacities:
+        resource, capacity = capacities[name]
+        return _base_units(capacity, resource)
+    return None
+
+
+def render_root_cohort(plan: ClusterPlan) -> dict:
+    """The root ``Cohort``: its own ``resourceGroups`` hold what nobody is guaranteed.
+
+    Kueue lends a ClusterQueue only the unused nominal quota of its cohort tree: the sum of the
+    ClusterQueues' nominal quotas (their guarantees) plus the Cohorts' own. Capacity nobody is
+    guaranteed must therefore sit in the root Cohort, or no queue can ever borrow it (14 MIG
+    slices of which 6 are guaranteed would admit only 6). Per resource any ClusterQueue covers:
+    capacity - sum of all guarantees (never below 0; 0 when the capacity is not recorded), so
+    the whole tree holds exactly the capacity. Guarantees with lendingLimit 0 stay in their
+    ClusterQueue, but they are part of the capacity too, so they are subtracted as well.
+    A root Cohort has no parent, so it states no borrowingLimit or lendingLimit (Kueue refuses
+    them there). Department Cohorts carry no quota of their own: the caps are per namespace
+    (each ClusterQueue's borrowingLimit), and a Cohort without limits passes the root's pool
+    through to the queues below it.
+    """
+    capacities = {resource.name: (resource, amount) for resource, amount in plan.capacities}
+    resources: dict[str, ResourcePlan] = {}
+    guaranteed: dict[str, Decimal] = {}
+    for ns in _with_allocations(plan):
+        for a in ns.allocations:
+            resources.setdefault(a.resource.name, a.resource)
+            guaranteed[a.resource.name] = guaranteed.get(a.resource.name, Decimal(0)) + (
+                _base_units(a.guarantee, a.resource)
+            )
+    for name in _KUEUE_BASE_RESOURCES:
+        resources.setdefault(name, ResourcePlan(name=name, kind=name))
+    by_flavor: dict[str, dict[str, dict]] = {}
+    for name, resource in sorted(resources.items()):
+        total = _kueue_total(plan, name, capacities)
+        if total is None:
+            # Unknown cpu / memory: unbounded (the portal then gates only what it allocates,
+            # the node scheduler still places pods). Unknown GPU capacity: no shared pool.
+            own = _KUEUE_UNBOUNDED.get(name, Decimal(0))
+        else:
+            own = max(Decimal(0), total - guaranteed.get(name, Decimal(0)))
+        by_flavor.setdefault(flavor_name(resource.gpu_model), {})[name] = {
+            "name": name,
+            "nominalQuota": _base_quantity(own, name),
+        }
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "Cohort",
+        "metadata": _metadata(plan, plan.kueue_cohort),
+        "spec": {"resourceGroups": _resource_groups(by_flavor)},
     }
 
 
@@ -516,8 +802,9 @@ def render_kueue_objects(plan: ClusterPlan) -> list[dict]:
     if not namespaces:
         return []
     objects: list[dict] = []
+    root = render_root_cohort(plan)
     flavors = sorted(
-        {flavor_name(a.resource.gpu_model) for ns in namespaces for a in ns.allocations}
+        flavor["name"] for group in root["spec"]["resourceGroups"] for flavor in group["flavors"]
     )
     for flavor in flavors:
         objects.append(
@@ -528,14 +815,7 @@ def render_kueue_objects(plan: ClusterPlan) -> list[dict]:
                 "spec": {},
             }
         )
-    objects.append(
-        {
-            "apiVersion": KUEUE_API,
-            "kind": "Cohort",
-            "metadata": _metadata(plan, plan.kueue_cohort),
-            "spec": {},
-        }
-    )
+    objects.append(root)
     names = {ns.name for ns in namespaces}
     for dept, (parent, _members) in _departments(plan).items():
         if dept == plan.kueue_cohort or dept in names:
@@ -579,7 +859,15 @@ def yunikorn_queues_yaml(plan: ClusterPlan) -> str:
 
     Placement: the ``tag``/``namespace`` rule only finds ``root.<namespace>``, so each
     department path gets a rule of its own whose ``fixed`` parent rule names the department
-    queue; ``create: false`` everywhere (only configured queues exist), the plain rule last.
+    queue; ``create: false`` everywhere (only configured queues exist), then the plain rule.
+
+    The catch-all comes last: a ``fixed`` rule to ``root.default``, a configured leaf queue
+    without limits. YuniKorn rejects an application no rule places ("no placement rule
+    matched"); only since 1.6 does it fall back to ``root.default`` by itself, and only when
+    that queue exists. Its config validator rejects the whole ``queues.yaml`` when a
+    ``create: false`` rule names a queue that is not configured, hence the queue is. ``fixed``
+    with a fully qualified name takes no parent rule and places every application that reaches
+    it, so pods of namespaces the portal does not manage run as they did before the portal.
     """
     namespaces = _with_allocations(plan)
     departments = _departments(plan)
@@ -589,6 +877,15 @@ def yunikorn_queues_yaml(plan: ClusterPlan) -> str:
 
     def children_of(parent: str | None) -> list[dict]:
         nodes = [leaf(ns) for ns in namespaces if (ns.team.ancestors[:1] or [None])[0] == parent]
+        if parent is None:
+            if any(q["name"] == YUNIKORN_DEFAULT_QUEUE for q in nodes) or (
+                YUNIKORN_DEFAULT_QUEUE in departments
+            ):
+                raise ValueError(
+                    f"a team namespace or department named {YUNIKORN_DEFAULT_QUEUE!r} clashes "
+                    "with YuniKorn's catch-all queue root.default"
+                )
+            nodes.append({"name": YUNIKORN_DEFAULT_QUEUE})
         for dept, (dept_parent, members) in departments.items():
             if dept_parent == parent:
                 nodes.append(
@@ -614,6 +911,7 @@ def yunikorn_queues_yaml(plan: ClusterPlan) -> str:
         for path in paths
     ]
     rules.append({"name": "tag", "value": "namespace", "create": False})
+    rules.append({"name": "fixed", "value": f"root.{YUNIKORN_DEFAULT_QUEUE}", "create": False})
     config = {
         "partitions": [
             {
@@ -668,16 +966,13 @@ def _sorted_for_apply(objects: list[dict]) -> list[dict]:
 
 
 def render_namespace(plan: ClusterPlan, ns: NamespacePlan) -> list[dict]:
-    """Objects that belong to one team namespace: the Namespace, its quotas and LimitRange,
-    and, per backend, its Volcano Queue or Kueue ClusterQueue + LocalQueue.
+    """Objects that belong to one team namespace: the Namespace (with its per-pod maxima), its
+    quotas and, per backend, its Volcano Queue or Kueue ClusterQueue + LocalQueue.
 
-    Shared objects (PriorityClasses, department queues, cohorts, flavors, the YuniKorn
-    ConfigMap) are only in :func:`render_cluster`.
+    Shared objects (PriorityClasses, the per-pod max policy, department queues, cohorts,
+    flavors, the YuniKorn ConfigMap) are only in :func:`render_cluster`.
     """
     objects = [render_namespace_object(plan, ns), *render_resource_quotas(plan, ns)]
-    limit_range = render_limit_range(plan, ns)
-    if limit_range is not None:
-        objects.append(limit_range)
     if ns.allocations:
         if "volcano" in plan.backends:
             objects.append(render_volcano_queue(plan, ns))
@@ -692,10 +987,8 @@ def render_cluster(plan: ClusterPlan) -> list[dict]:
     for ns in plan.namespaces:
         objects.append(render_namespace_object(plan, ns))
         objects += render_resource_quotas(plan, ns)
-        limit_range = render_limit_range(plan, ns)
-        if limit_range is not None:
-            objects.append(limit_range)
     objects += render_priority_classes(plan)
+    objects += render_per_pod_max_policy(plan)
     objects += render_volcano_queues(plan)
     objects += render_kueue_objects(plan)
     configmap = render_yunikorn_configmap(plan)

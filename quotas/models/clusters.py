@@ -44,7 +44,7 @@ class Cluster(models.Model):
     # Only for the sandbox connection: where the sandbox API listens (defaults to KUBE_SANDBOX_URL).
     sandbox_url = models.URLField(blank=True)
 
-    # ResourceQuota/LimitRange are always written; these add scheduler queues.
+    # ResourceQuotas are always written; these add scheduler queues.
     volcano_enabled = models.BooleanField("Volcano", default=False)
     kueue_enabled = models.BooleanField("Kueue", default=False)
     yunikorn_enabled = models.BooleanField("YuniKorn", default=False)
@@ -60,6 +60,29 @@ class Cluster(models.Model):
     )
     yunikorn_namespace = models.CharField(
         max_length=63, default="yunikorn", validators=[dns1123_label_validator]
+    )
+    # Kueue holds every pod whose cpu or memory no ClusterQueue covers, so every ClusterQueue
+    # covers them; the pool they borrow from sits in the root Cohort (see quotas/kube/render.py).
+    kueue_cpu_pool = models.DecimalField(
+        "Kueue cpu pool (cores)",
+        max_digits=12,
+        decimal_places=3,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0"))],
+        help_text="The cpu Kueue may admit in the whole cluster. Empty: the cluster's cpu "
+        "capacity when one is recorded, otherwise unbounded (Kueue then gates only what the "
+        "portal allocates and leaves cpu to the node scheduler).",
+    )
+    kueue_memory_pool_gib = models.DecimalField(
+        "Kueue memory pool (GiB)",
+        max_digits=12,
+        decimal_places=3,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0"))],
+        help_text="The memory Kueue may admit in the whole cluster, in GiB. Empty: the "
+        "cluster's memory capacity when one is recorded, otherwise unbounded.",
     )
     # Bumped whenever the desired state changes; written on objects so an older sync can
     # never overwrite what a newer one wrote.
@@ -90,6 +113,11 @@ class Cluster(models.Model):
             models.CheckConstraint(
                 condition=~Q(connection="kubeconfig") | ~Q(kubeconfig_path=""),
                 name="cluster_kubeconfig_needs_path",
+            ),
+            models.CheckConstraint(
+                condition=(Q(kueue_cpu_pool__isnull=True) | Q(kueue_cpu_pool__gte=0))
+                & (Q(kueue_memory_pool_gib__isnull=True) | Q(kueue_memory_pool_gib__gte=0)),
+                name="cluster_kueue_pools_not_negative",
             ),
         ]
 

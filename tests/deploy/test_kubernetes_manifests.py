@@ -28,6 +28,8 @@ REQUIRED_RULES = {
     ("", "configmaps"): WRITE,
     ("", "pods"): {"get", "list", "watch"},
     ("scheduling.k8s.io", "priorityclasses"): WRITE,
+    ("admissionregistration.k8s.io", "validatingadmissionpolicies"): WRITE,
+    ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"): WRITE,
     ("scheduling.volcano.sh", "queues"): WRITE,
     ("kueue.x-k8s.io", "clusterqueues"): WRITE,
     ("kueue.x-k8s.io", "localqueues"): WRITE,
@@ -224,6 +226,27 @@ def test_cluster_role_grants_exactly_what_the_sync_needs():
                 assert "*" not in rule["verbs"]
                 granted.setdefault((group, resource), set()).update(rule["verbs"])
     assert granted == REQUIRED_RULES
+
+
+def test_cluster_role_lets_the_sync_write_every_kind_it_manages():
+    from quotas.kube.client import KINDS
+
+    (role,) = of_kind("ClusterRole")
+    granted = {
+        (group, resource): set(rule["verbs"])
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    for (api_version, kind), path in KINDS.items():
+        group = api_version.rpartition("/")[0]
+        if kind == "Pod":
+            needed = {"get", "list", "watch"}
+        elif kind == "Namespace":  # created, never deleted
+            needed = {"list", "create", "patch"}
+        else:
+            needed = {"list", "create", "patch", "delete"}
+        assert needed <= granted.get((group, path.plural), set()), kind
 
 
 def test_cluster_role_is_bound_to_the_service_account():

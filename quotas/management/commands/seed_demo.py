@@ -61,6 +61,9 @@ CLUSTERS = [
     ),
 ]
 
+# What Kueue may admit in cpu (cores) and memory (GiB): the demo-mig cluster's 4 nodes.
+KUEUE_POOLS = {"demo-mig": (Decimal(256), Decimal(2048))}
+
 # The seed document's example: 16 A100, team A 6/10, team B 4/6, team C 2/4.
 NAMESPACES = [
     # cluster, namespace, team, workload class, {resource: (guarantee, cap, per-pod max, classes)}
@@ -156,6 +159,7 @@ class Command(BaseCommand):
 
         clusters = {}
         for name, display, environment, (volcano, kueue, yunikorn), capacities in CLUSTERS:
+            cpu_pool, memory_pool = KUEUE_POOLS.get(name, (None, None))
             cluster, _ = Cluster.objects.update_or_create(
                 name=name,
                 defaults={
@@ -165,6 +169,8 @@ class Command(BaseCommand):
                     "volcano_enabled": volcano,
                     "kueue_enabled": kueue,
                     "yunikorn_enabled": yunikorn,
+                    "kueue_cpu_pool": cpu_pool,
+                    "kueue_memory_pool_gib": memory_pool,
                 },
             )
             clusters[name] = cluster

@@ -1,13 +1,18 @@
 """export_manifests on the demo data: YAML documents, namespaces first, strictly valid objects."""
 
+import os
+import subprocess
 from io import StringIO
+from pathlib import Path
 
 import pytest
 import yaml
 from django.core.management import CommandError, call_command
 
+from kubesandbox import SandboxServer
 from kubesandbox.schemas import validate_object
 from quotas.kube.render import MANAGED_BY_LABEL
+from tests.kubesandbox.test_sandbox_kubectl import kubectl_binary
 
 pytestmark = pytest.mark.django_db
 
@@ -101,3 +106,88 @@ def test_unknown_cluster_is_an_error_naming_it(demo):
 
 def test_no_clusters_prints_nothing():
     assert export() == ""
+
+
+def test_demo_mig_kueue_covers_cpu_memory_and_lends_unguaranteed_slices(demo):
+    """The demo sets demo-mig's Kueue pools (256 cores, 2048 GiB); the root Cohort holds
+    them and the MIG slices nobody is guaranteed (14 - 6, 4 - 1)."""
+    docs = documents(export("--cluster", "demo-mig"))
+    (root,) = [d for d in docs if d["kind"] == "Cohort" and d["metadata"]["name"] == "portal"]
+    own = {
+        (flavor["name"], r["name"]): r["nominalQuota"]
+        for group in root["spec"]["resourceGroups"]
+        for flavor in group["flavors"]
+        for r in flavor["resources"]
+    }
+    assert own == {
+        ("a100-80gb", "nvidia.com/mig-1g.10gb"): "8",
+        ("a100-80gb", "nvidia.com/mig-3g.40gb"): "3",
+        ("default-flavor", "cpu"): "256",
+        ("default-flavor", "memory"): "2Ti",
+    }
+    for cq in (d for d in docs if d["kind"] == "ClusterQueue"):
+        covered = {r for g in cq["spec"]["resourceGroups"] for r in g["coveredResources"]}
+        assert {"cpu", "memory"} <= covered
+    flavors = {d["metadata"]["name"] for d in docs if d["kind"] == "ResourceFlavor"}
+    assert flavors == {"a100-80gb", "default-flavor"}
+    configmap = next(d for d in docs if d["kind"] == "ConfigMap")
+    rules = yaml.safe_load(configmap["data"]["queues.yaml"])["partitions"][0]["placementrules"]
+    assert rules[-1] == {"name": "fixed", "value": "root.default", "create": False}
+
+
+def test_demo_per_pod_max_is_an_admission_policy_and_namespaces_name_their_queues(demo):
+    docs = documents(export("--cluster", "demo"))
+    assert not [d for d in docs if d["kind"] == "LimitRange"]
+    kinds = [d["kind"] for d in docs]
+    assert kinds.count("ValidatingAdmissionPolicy") == 1
+    assert kinds.count("ValidatingAdmissionPolicyBinding") == 1
+    namespaces = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Namespace"}
+    annotations = namespaces["team-a-training"]["metadata"]["annotations"]
+    assert annotations == {
+        "quota-portal/per-pod-max.nvidia.com_gpu": "8",
+        "scheduling.volcano.sh/queue-name": "team-a-training",
+    }
+    assert namespaces["team-c-dev"]["metadata"]["annotations"] == {
+        "scheduling.volcano.sh/queue-name": "team-c-dev"
+    }
+
+
+@pytest.fixture
+def second_sandbox():
+    server = SandboxServer(host="127.0.0.1", port=0).start()
+    yield server
+    server.stop()
+
+
+def kubectl_apply(server: SandboxServer, manifest: Path, tmp_path: Path, *args: str) -> str:
+    kubeconfig = server.write_kubeconfig(tmp_path / f"kubeconfig-{server.port}")
+    env = {**os.environ, "KUBECACHEDIR": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+    result = subprocess.run(
+        [kubectl_binary(), "--kubeconfig", str(kubeconfig), *args, "-f", str(manifest)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_demo_export_applies_cleanly_with_kubectl(demo, kube_sandbox, second_sandbox, tmp_path):
+    """Each cluster's export, applied with kubectl to a test server of its own: every object
+    is accepted, and applying it again changes nothing."""
+    for cluster, server in (("demo", kube_sandbox), ("demo-mig", second_sandbox)):
+        text = export("--cluster", cluster)
+        manifest = tmp_path / f"{cluster}.yaml"
+        manifest.write_text(text)
+        if cluster == "demo-mig":  # YuniKorn's installer creates its namespace
+            (tmp_path / "yunikorn.yaml").write_text(
+                "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: yunikorn\n"
+            )
+            kubectl_apply(server, tmp_path / "yunikorn.yaml", tmp_path, "apply")
+        out = kubectl_apply(server, manifest, tmp_path, "apply")
+        count = len(documents(text))
+        assert out.count(" created") == count, out
+        again = kubectl_apply(server, manifest, tmp_path, "apply")
+        assert again.count(" unchanged") == count, again

@@ -26,7 +26,6 @@ from quotas.kube.render import (
     quantity,
     render_cluster,
     render_kueue_objects,
-    render_limit_range,
     render_namespace,
     render_priority_classes,
     render_resource_quotas,
@@ -316,40 +315,7 @@ def test_namespace_without_allocations_gets_no_quota_and_no_queues():
         ("v1", "Namespace", "", "team-x-dev"),
         ("v1", "ConfigMap", "yunikorn", "yunikorn-configs"),
     ]
-    assert yunikorn_config(plan)["partitions"][0]["queues"][0]["queues"] == []
-
-
-def test_limit_range_has_max_only_and_only_for_per_pod_caps():
-    objects = render_cluster(seed_plan())
-    limits = find(objects, "LimitRange", "gpu-limits", "team-a-training")
-    assert limits["spec"] == {"limits": [{"type": "Pod", "max": {"nvidia.com/gpu": "8"}}]}
-    b = find(objects, "LimitRange", "gpu-limits", "team-b-inference")
-    assert b["spec"]["limits"][0]["max"] == {"nvidia.com/gpu": "2"}
-    for obj in objects:
-        if obj["kind"] == "LimitRange":
-            for item in obj["spec"]["limits"]:
-                assert set(item) == {"type", "max"}
-    # team C has no per-pod max: no LimitRange at all.
-    assert not [
-        o
-        for o in objects
-        if o["kind"] == "LimitRange" and o["metadata"]["namespace"] == "team-c-dev"
-    ]
-    plan = seed_plan()
-    assert render_limit_range(plan, plan.namespaces[2]) is None
-
-
-def test_limit_range_lists_only_the_resources_with_a_per_pod_max():
-    namespace = ns(
-        "team-x-dev", team("team-x"), "dev", alloc(GPU, 1, 4, 2), alloc(MEMORY, 8, 64, "0.5")
-    )
-    namespace_no_max = ns("team-y-dev", team("team-y"), "dev", alloc(CPU, 1, 4))
-    plan = ClusterPlan(name="c", backends=frozenset({"core"}), namespaces=(namespace,))
-    limits = render_limit_range(plan, namespace)
-    assert limits["spec"]["limits"] == [
-        {"type": "Pod", "max": {"memory": "512Mi", "nvidia.com/gpu": "2"}}
-    ]
-    assert render_limit_range(plan, namespace_no_max) is None
+    assert yunikorn_config(plan)["partitions"][0]["queues"][0]["queues"] == [{"name": "default"}]
 
 
 def test_volcano_queues_map_guarantee_and_cap():
@@ -397,8 +363,9 @@ def test_kueue_quota_sums_to_cap_and_selects_exactly_its_namespace():
         assert cq["namespaceSelector"] == {
             "matchLabels": {"kubernetes.io/metadata.name": namespace.name}
         }
-        (group,) = cq["resourceGroups"]
+        group, base = cq["resourceGroups"]
         assert group["coveredResources"] == ["nvidia.com/gpu"]
+        assert base["coveredResources"] == ["cpu", "memory"]
         (flavor,) = group["flavors"]
         assert flavor["name"] == "a100-80gb"
         (resource,) = flavor["resources"]
@@ -497,10 +464,14 @@ def test_yunikorn_queues_yaml():
     config = yaml.safe_load(configmap["data"]["queues.yaml"])
     (partition,) = config["partitions"]
     assert partition["name"] == "default"
-    assert partition["placementrules"] == [{"name": "tag", "value": "namespace", "create": False}]
+    assert partition["placementrules"] == [
+        {"name": "tag", "value": "namespace", "create": False},
+        {"name": "fixed", "value": "root.default", "create": False},
+    ]
     root = yunikorn_queue(config)
     assert root["submitacl"] == "*"
     assert [q["name"] for q in root["queues"]] == [
+        "default",
         "team-a-training",
         "team-b-inference",
         "team-c-dev",
@@ -591,8 +562,9 @@ def test_volcano_children_fit_their_parents():
 def test_kueue_cohort_chain():
     objects = render_cluster(hierarchy_plan())
     cohorts = {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "Cohort"}
+    assert "parentName" not in cohorts.pop("portal")
+    # Department cohorts carry no quota: the caps are per ClusterQueue.
     assert cohorts == {
-        "portal": {},
         "research": {"parentName": "portal"},
         "ml": {"parentName": "research"},
     }
@@ -626,7 +598,11 @@ def test_yunikorn_nested_queues_and_placement():
         "guaranteed": {"nvidia.com/gpu": "4"},
         "max": {"nvidia.com/gpu": "6"},
     }
-    assert [q["name"] for q in yunikorn_queue(config).get("queues")] == ["research", "team-c-dev"]
+    assert [q["name"] for q in yunikorn_queue(config).get("queues")] == [
+        "default",
+        "research",
+        "team-c-dev",
+    ]
     rules = config["partitions"][0]["placementrules"]
     assert rules == [
         {
@@ -642,6 +618,7 @@ def test_yunikorn_nested_queues_and_placement():
             "parent": {"name": "fixed", "value": "root.research.ml"},
         },
         {"name": "tag", "value": "namespace", "create": False},
+        {"name": "fixed", "value": "root.default", "create": False},
     ]
 
 
@@ -703,12 +680,13 @@ def test_apply_order():
     rank = {
         "Namespace": 0,
         "PriorityClass": 1,
+        "ValidatingAdmissionPolicy": 1,
+        "ValidatingAdmissionPolicyBinding": 1,
         "ResourceFlavor": 1,
         "Cohort": 1,
         "Queue": 1,
         "ClusterQueue": 1,
         "ResourceQuota": 2,
-        "LimitRange": 2,
         "LocalQueue": 2,
         "ConfigMap": 2,
     }
@@ -759,7 +737,13 @@ def test_deterministic_and_independent_of_input_order():
 
 def test_plan_without_backends_renders_only_core_objects():
     objects = render_cluster(seed_plan(backends={"core"}))
-    assert set(kinds(objects)) == {"Namespace", "PriorityClass", "ResourceQuota", "LimitRange"}
+    assert set(kinds(objects)) == {
+        "Namespace",
+        "PriorityClass",
+        "ResourceQuota",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     assert render_volcano_queues(seed_plan(backends={"core"})) == []
     assert render_kueue_objects(seed_plan(backends={"core"})) == []
     assert render_yunikorn_configmap(seed_plan(backends={"core"})) is None
@@ -867,3 +851,280 @@ def test_quantity(amount, suffix, expected):
         "spec": {"hard": {"requests.cpu": text}},
     }
     assert validate_object(probe) == []
+
+
+# --------------------------------------------------------------------------------------------
+# YuniKorn: the catch-all placement rule
+
+
+def _configured_queue(config: dict, path: str) -> dict | None:
+    node = config["partitions"][0]["queues"][0]
+    for name in path.split(".")[1:]:
+        node = next((q for q in node.get("queues", ()) if q["name"] == name), None)
+        if node is None:
+            return None
+    return node
+
+
+@pytest.mark.parametrize("make_plan", [seed_plan, mig_plan, hierarchy_plan])
+def test_yunikorn_placement_ends_with_a_catch_all_to_a_configured_leaf(make_plan):
+    """Without it YuniKorn rejects pods of every namespace the portal does not manage; and
+    its validator rejects the whole config if a create: false rule names a missing queue."""
+    config = yunikorn_config(make_plan())
+    rules = config["partitions"][0]["placementrules"]
+    assert rules[-1] == {"name": "fixed", "value": "root.default", "create": False}
+    assert "parent" not in rules[-1]  # a qualified fixed queue takes no parent rule
+    catch_all = _configured_queue(config, "root.default")
+    assert catch_all == {"name": "default"}  # a leaf, no limits
+    for rule in rules:
+        parent = rule.get("parent")
+        if parent:  # fixed parents of the tag rule must be configured parent queues
+            assert _configured_queue(config, parent["value"]).get("parent") is True
+
+
+def test_yunikorn_namespace_named_default_is_refused():
+    plan = ClusterPlan(
+        name="c",
+        backends=frozenset({"core", "yunikorn"}),
+        namespaces=(ns("default", team("team-x"), "dev", alloc(GPU, 1, 2)),),
+    )
+    with pytest.raises(ValueError, match=r"root\.default"):
+        render_cluster(plan)
+
+
+# --------------------------------------------------------------------------------------------
+# Kueue: cpu and memory covered, the unguaranteed capacity in the root Cohort
+
+
+class KueueTree:
+    """Kueue's quota arithmetic (kubernetes-sigs/kueue pkg/cache/scheduler/resource_node.go)
+    over rendered Cohorts and ClusterQueues: what a queue could admit if the rest were idle."""
+
+    def __init__(self, objects):
+        self.parent: dict[str, str | None] = {}
+        self.quotas: dict[str, dict[tuple[str, str], dict]] = {}
+        self.children: dict[str, list[str]] = {}
+        for obj in objects:
+            if obj["kind"] not in ("Cohort", "ClusterQueue"):
+                continue
+            name = obj["kind"] + "/" + obj["metadata"]["name"]
+            spec = obj["spec"]
+            parent = spec.get("parentName") or spec.get("cohortName")
+            self.parent[name] = f"Cohort/{parent}" if parent else None
+            self.quotas[name] = {
+                (flavor["name"], r["name"]): r
+                for group in spec.get("resourceGroups", ())
+                for flavor in group["flavors"]
+                for r in flavor["resources"]
+            }
+        for name, parent in self.parent.items():
+            if parent:
+                assert parent in self.parent, f"{name} names a missing cohort {parent}"
+                self.children.setdefault(parent, []).append(name)
+
+    def _limit(self, node, fr, key):
+        value = self.quotas[node].get(fr, {}).get(key)
+        return None if value is None else D(quantity_value(value))
+
+    def subtree(self, node, fr):
+        own = self._limit(node, fr, "nominalQuota") or D(0)
+        return own + sum(
+            (self.subtree(c, fr) - self.local(c, fr) for c in self.children.get(node, ())), D(0)
+        )
+
+    def local(self, node, fr):
+        lending = self._limit(node, fr, "lendingLimit")
+        return D(0) if lending is None else max(D(0), self.subtree(node, fr) - lending)
+
+    def potential(self, name, fr, kind="ClusterQueue"):
+        node = f"{kind}/{name}"
+        parent = self.parent[node]
+        if parent is None:
+            return self.subtree(node, fr)
+        available = self.local(node, fr) + self.potential(parent.split("/", 1)[1], fr, "Cohort")
+        borrowing = self._limit(node, fr, "borrowingLimit")
+        if borrowing is not None:
+            available = min(available, self.subtree(node, fr) + borrowing)
+        return available
+
+
+def quantity_value(text: str) -> D:
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+    units |= {"m": D("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+    for suffix, size in sorted(units.items(), key=lambda u: -len(u[0])):
+        if text.endswith(suffix):
+            return D(text[: -len(suffix)]) * D(size)
+    return D(text)
+
+
+A100 = "a100-80gb"
+
+
+def test_kueue_unguaranteed_capacity_sits_in_the_root_cohort_so_caps_are_reachable():
+    """demo-mig: 14 mig-1g.10gb slices, 6 guaranteed. Every slice is admissible, each team
+    reaches its cap, and team-a's inference cap on mig-3g.40gb (lendingLimit 0) too."""
+    objects = render_cluster(mig_plan())
+    tree = KueueTree(objects)
+    mig_1g, mig_3g = (A100, "nvidia.com/mig-1g.10gb"), (A100, "nvidia.com/mig-3g.40gb")
+    assert tree.subtree("Cohort/portal", mig_1g) == 14
+    assert tree.potential("team-b-dev", mig_1g) == 6
+    assert tree.potential("team-c-dev", mig_1g) == 4
+    assert tree.potential("team-a-inference", mig_3g) == 2
+    # The whole tree holds exactly the capacity: the root's own share plus the guarantees.
+    root = find(objects, "Cohort", "portal")["spec"]
+    own = {
+        r["name"]: r["nominalQuota"]
+        for g in root["resourceGroups"]
+        for f in g["flavors"]
+        for r in f["resources"]
+    }
+    assert own["nvidia.com/mig-1g.10gb"] == "8"  # 14 - (4 + 2)
+    assert own["nvidia.com/mig-3g.40gb"] == "3"  # 4 - 1, the inference guarantee stays local
+    assert "borrowingLimit" not in str(root) and "lendingLimit" not in str(root)
+
+
+def test_kueue_caps_reachable_through_department_cohorts():
+    plan = hierarchy_plan()
+    plan = ClusterPlan(
+        name=plan.name,
+        backends=plan.backends,
+        namespaces=plan.namespaces,
+        capacities=((GPU, D(24)),),
+    )
+    tree = KueueTree(render_cluster(plan))
+    gpu = (A100, "nvidia.com/gpu")
+    assert tree.subtree("Cohort/portal", gpu) == 24 - 4  # team-b's inference 4 never lent
+    for name, cap in [("team-a-training", 10), ("team-b-inference", 6), ("team-d-dev", 2)]:
+        assert tree.potential(name, gpu) == cap
+    assert tree.potential("team-c-dev", gpu) == 4
+
+
+@pytest.mark.parametrize("make_plan", [seed_plan, mig_plan, hierarchy_plan])
+def test_every_cluster_queue_covers_cpu_and_memory(make_plan):
+    """Every real pod requests cpu and memory: an uncovered resource leaves it pending."""
+    objects = render_cluster(make_plan())
+    tree = KueueTree(objects)
+    for cq in (o for o in objects if o["kind"] == "ClusterQueue"):
+        groups = cq["spec"]["resourceGroups"]
+        covered = [r for g in groups for r in g["coveredResources"]]
+        assert {"cpu", "memory"} <= set(covered)
+        assert len(covered) == len(set(covered))  # a resource in one group only
+        flavors = [f["name"] for g in groups for f in g["flavors"]]
+        assert len(flavors) == len(set(flavors))  # a flavor in one group only
+        for group in groups:
+            for flavor in group["flavors"]:
+                assert [r["name"] for r in flavor["resources"]] == group["coveredResources"]
+        name = cq["metadata"]["name"]
+        # Without a cpu / memory allocation and capacity: unbounded within the cluster.
+        assert tree.potential(name, ("default-flavor", "cpu")) >= 10**9
+        assert tree.potential(name, ("default-flavor", "memory")) >= 2**60
+    flavors = {o["metadata"]["name"] for o in objects if o["kind"] == "ResourceFlavor"}
+    assert "default-flavor" in flavors
+    for obj in objects:
+        assert validate_object(obj) == [], obj
+
+
+def test_kueue_cpu_memory_pool_from_setting_else_capacity():
+    namespaces = (
+        ns("team-x-dev", team("team-x"), "dev", alloc(GPU, 1, 2), alloc(CPU, 8, 16)),
+        ns("team-y-dev", team("team-y"), "dev", alloc(GPU, 1, 2), alloc(MEMORY, "16", "32")),
+    )
+
+    def pool(**settings):
+        plan = ClusterPlan(
+            name="c",
+            backends=frozenset({"core", "kueue"}),
+            namespaces=namespaces,
+            capacities=((CPU, D(64)), (MEMORY, D(256)), (GPU, D(8))),
+            **settings,
+        )
+        root = find(render_kueue_objects(plan), "Cohort", "portal")["spec"]["resourceGroups"]
+        return {
+            r["name"]: r["nominalQuota"] for g in root for f in g["flavors"] for r in f["resources"]
+        }
+
+    # From the recorded capacity, minus the guarantees (cpu 8, memory 16Gi).
+    assert pool() == {"cpu": "56", "memory": "240Gi", "nvidia.com/gpu": "6"}
+    # The cluster's setting wins over the capacity.
+    assert pool(kueue_cpu_pool=D("100.5"), kueue_memory_pool_gib=D(512)) == {
+        "cpu": "92500m",
+        "memory": "496Gi",
+        "nvidia.com/gpu": "6",
+    }
+    plan = ClusterPlan(
+        name="c", backends=frozenset({"core", "kueue"}), namespaces=namespaces, capacities=()
+    )
+    tree = KueueTree(render_kueue_objects(plan))
+    # team-y has no cpu allocation: nominal 0, no borrowingLimit, unbounded pool.
+    cq = find(render_kueue_objects(plan), "ClusterQueue", "team-y-dev")["spec"]
+    default = next(g for g in cq["resourceGroups"] if g["flavors"][0]["name"] == "default-flavor")
+    assert default["flavors"][0]["resources"][0] == {"name": "cpu", "nominalQuota": "0"}
+    assert tree.potential("team-x-dev", ("default-flavor", "cpu")) == 16  # its cap
+    # No GPU capacity recorded: no shared GPU pool, the guarantees are all there is.
+    assert tree.subtree("Cohort/portal", (A100, "nvidia.com/gpu")) == 2
+
+
+# --------------------------------------------------------------------------------------------
+# HAMi: no scoped quota on limits. keys
+
+
+def test_scoped_zero_quota_uses_requests_keys_only_even_for_hami():
+    """HAMi's quota manager reads limits.<vGPU> of every quota and ignores scopeSelector."""
+    namespace = ns(
+        "team-x-dev",
+        team("team-x"),
+        "dev",
+        alloc(GPUMEM, 1024, 4096, classes=("experiment",)),
+        alloc(GPUCORES, 30, 100, classes=("experiment",)),
+        alloc(GPU, 1, 2, classes=("experiment",)),
+    )
+    plan = ClusterPlan(name="c", backends=frozenset({"core"}), namespaces=(namespace,))
+    quota, other = render_resource_quotas(plan, namespace)
+    assert quota["spec"]["hard"]["limits.nvidia.com/gpumem"] == "4096"  # HAMi's own cap
+    assert other["spec"]["hard"] == {
+        "requests.nvidia.com/gpucores": "0",
+        "requests.nvidia.com/gpu": "0",
+        "requests.nvidia.com/gpumem": "0",
+    }
+    for q in (quota, other):
+        assert validate_object(q) == []
+    for obj in render_cluster(plan):
+        if obj["kind"] == "ResourceQuota" and "scopeSelector" in obj["spec"]:
+            assert not [k for k in obj["spec"]["hard"] if k.startswith("limits.")]
+
+
+# --------------------------------------------------------------------------------------------
+# Volcano: the namespace names its queue; weight within the CRD's range
+
+
+def test_namespace_names_its_volcano_queue_only_with_volcano():
+    objects = render_cluster(hierarchy_plan())
+    for name in ("team-a-training", "team-b-inference", "team-c-dev", "team-d-dev"):
+        namespace = find(objects, "Namespace", name)
+        assert namespace["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == name
+        assert find(objects, "Queue", name)  # the queue it names exists
+        assert validate_object(namespace) == []
+    for backends in ({"core"}, {"core", "kueue", "yunikorn"}):
+        for obj in render_cluster(hierarchy_plan(backends=backends)):
+            assert "scheduling.volcano.sh/queue-name" not in obj["metadata"].get("annotations", {})
+    # A namespace without allocations has no queue, so it names none.
+    plan = ClusterPlan(
+        name="c", backends=ALL_BACKENDS, namespaces=(ns("team-x-dev", team("team-x"), "dev"),)
+    )
+    assert "annotations" not in find(render_cluster(plan), "Namespace", "team-x-dev")["metadata"]
+
+
+def test_volcano_weight_at_most_65535():
+    assert volcano_weight([alloc(GPU, 70000, 70000)]) == 65535
+    plan = ClusterPlan(
+        name="c",
+        backends=frozenset({"core", "volcano"}),
+        namespaces=(
+            ns("team-a-training", team("team-a", "big"), "training", alloc(GPU, 40000, 40000)),
+            ns("team-b-training", team("team-b", "big"), "training", alloc(GPU, 40000, 40000)),
+        ),
+    )
+    queues = {q["metadata"]["name"]: q for q in render_volcano_queues(plan)}
+    assert queues["big"]["spec"]["weight"] == 65535
+    for queue in queues.values():
+        assert validate_object(queue) == [], queue

@@ -94,9 +94,10 @@ def test_every_backend_reads_back_equal_to_the_allocations(demo, kube_sandbox, m
         assert labels["app.kubernetes.io/managed-by"] == "gpu-quota-portal"
         assert labels["quota-portal/team"] == ns.team.slug
         if allocation.per_pod_max:
-            limits = v1.read_namespaced_limit_range("gpu-limits", ns.name).spec.limits
-            assert Decimal(limits[0].max[res]) == allocation.per_pod_max
-            assert not limits[0].default and not limits[0].default_request
+            annotations = v1.read_namespace(ns.name).metadata.annotations
+            assert Decimal(annotations[f"quota-portal/per-pod-max.{res.replace('/', '_')}"]) == (
+                allocation.per_pod_max
+            )
         if ns.cluster.volcano_enabled:
             queue = crd.get_cluster_custom_object(
                 "scheduling.volcano.sh", "v1beta1", "queues", ns.name

@@ -1,0 +1,344 @@
+"""The per-pod max admission policy: rendered objects, and its CEL run against sample pods.
+
+The CEL is evaluated with cel-python. Kubernetes adds libraries of its own to CEL (lists:
+``sum()``; ``quantity()`` with ``asApproximateFloat()``); they are given here with the semantics
+their Kubernetes documentation states, on top of cel-python's standard CEL. Nothing else is
+given, so an expression that used another function would fail here.
+"""
+
+import functools
+import operator
+import re
+from decimal import Decimal
+
+import celpy
+import pytest
+from celpy import celtypes
+
+from kubesandbox.schemas import validate_object
+from quotas.kube.plan import ClusterPlan
+from quotas.kube.render import (
+    CLUSTER_LABEL,
+    MANAGED_BY_LABEL,
+    object_key,
+    per_pod_max_annotation,
+    render_cluster,
+    render_namespace,
+    render_per_pod_max_policy,
+)
+from tests.quotas.kube.test_render import (
+    ALL_BACKENDS,
+    CPU,
+    GPU,
+    MIG_1G,
+    alloc,
+    find,
+    hierarchy_plan,
+    mig_plan,
+    ns,
+    seed_plan,
+    team,
+)
+
+GPU_KEY = "quota-portal/per-pod-max.nvidia.com_gpu"
+
+# --------------------------------------------------------------------------------------------
+# Kubernetes' CEL libraries, as far as the policy uses them
+
+_SUFFIXES = {
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+}
+_QUANTITY = re.compile(r"([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?")
+
+
+class Quantity:
+    def __init__(self, value: Decimal):
+        self.value = value
+
+
+def k8s_quantity(text):
+    match = _QUANTITY.fullmatch(str(text))
+    if not match:
+        raise ValueError(f"not a quantity: {text!r}")
+    return Quantity(Decimal(match[1]) * _SUFFIXES[match[2] or ""])
+
+
+def as_approximate_float(q: Quantity):
+    return celtypes.DoubleType(float(q.value))
+
+
+def list_sum(items):
+    return functools.reduce(operator.add, items) if items else celtypes.IntType(0)
+
+
+FUNCTIONS = {
+    "quantity": k8s_quantity,
+    "asApproximateFloat": as_approximate_float,
+    "sum": list_sum,
+}
+
+
+def evaluate(env, expression: str, activation: dict):
+    program = env.program(env.compile(expression), functions=FUNCTIONS)
+    result = program.evaluate(activation)
+    if isinstance(result, celpy.CELEvalError):
+        raise AssertionError(f"{expression!r} failed: {result}")
+    return result
+
+
+def admit(policy: dict, pod: dict, namespace: dict) -> list[str]:
+    """Run the policy as the API server does: variables in order, then every validation;
+    the denial messages (messageExpression) of the validations that fail."""
+    env = celpy.Environment()
+    activation = {
+        "object": celpy.json_to_cel(pod),
+        "namespaceObject": celpy.json_to_cel(namespace),
+    }
+    variables: dict = {}
+    for variable in policy["spec"]["variables"]:
+        activation["variables"] = celtypes.MapType(variables)
+        value = evaluate(env, variable["expression"], activation)
+        variables[celtypes.StringType(variable["name"])] = value
+    activation["variables"] = celtypes.MapType(variables)
+    denials = []
+    for validation in policy["spec"]["validations"]:
+        if not evaluate(env, validation["expression"], activation):
+            denials.append(str(evaluate(env, validation["messageExpression"], activation)))
+    return denials
+
+
+# --------------------------------------------------------------------------------------------
+# Sample pods
+
+
+def container(name="main", **limits) -> dict:
+    c = {"name": name, "image": "busybox"}
+    if limits:
+        c["resources"] = {"limits": {k.replace("_", "/"): v for k, v in limits.items()}}
+    return c
+
+
+def gpu(n) -> dict:
+    return {"nvidia.com/gpu": str(n)}
+
+
+def pod(*containers, init=(), namespace="team-a-training") -> dict:
+    spec = {"containers": list(containers)}
+    if init:
+        spec["initContainers"] = list(init)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def with_limits(c: dict, limits: dict, **extra) -> dict:
+    return {**c, "resources": {"limits": limits}, **extra}
+
+
+@pytest.fixture
+def seed():
+    plan = seed_plan()
+    objects = render_cluster(plan)
+    policy = find(objects, "ValidatingAdmissionPolicy", "quota-portal-per-pod-max")
+    return objects, policy
+
+
+# --------------------------------------------------------------------------------------------
+# What is rendered
+
+
+@pytest.mark.parametrize("make_plan", [seed_plan, mig_plan])
+def test_nothing_renders_a_limit_range_any_more(make_plan):
+    """Old portal LimitRanges gpu-limits are pruned on upgrade because none is rendered."""
+    plan = make_plan()
+    objects = render_cluster(plan)
+    assert not [o for o in objects if o["kind"] == "LimitRange"]
+    assert not [o for o in objects if o["metadata"]["name"] == "gpu-limits"]
+    for namespace in plan.namespaces:
+        assert "LimitRange" not in {o["kind"] for o in render_namespace(plan, namespace)}
+
+
+def test_policy_and_binding_validate_strictly_and_carry_the_portal_labels(seed):
+    objects, policy = seed
+    binding = find(objects, "ValidatingAdmissionPolicyBinding", "quota-portal-per-pod-max")
+    for obj in (policy, binding):
+        assert validate_object(obj) == [], obj
+        assert obj["apiVersion"] == "admissionregistration.k8s.io/v1"
+        assert obj["metadata"]["labels"] == {
+            MANAGED_BY_LABEL: "gpu-quota-portal",
+            CLUSTER_LABEL: "demo",
+        }
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert "paramKind" not in spec  # maxima come from the namespace, nothing can go missing
+    assert spec["matchConstraints"]["namespaceSelector"] == {
+        "matchLabels": {MANAGED_BY_LABEL: "gpu-quota-portal", CLUSTER_LABEL: "demo"}
+    }
+    rules = {
+        (tuple(r["operations"]), tuple(r["resources"]), r["scope"])
+        for r in spec["matchConstraints"]["resourceRules"]
+    }
+    assert rules == {
+        (("CREATE",), ("pods",), "Namespaced"),
+        (("UPDATE",), ("pods/resize",), "Namespaced"),
+    }
+    assert binding["spec"] == {
+        "policyName": "quota-portal-per-pod-max",
+        "validationActions": ["Deny"],
+    }
+    # Policy before binding, both before the namespaced objects.
+    keys = [object_key(o)[1] for o in objects]
+    assert keys.index("ValidatingAdmissionPolicy") < keys.index("ValidatingAdmissionPolicyBinding")
+    assert keys.index("ValidatingAdmissionPolicyBinding") < keys.index("ResourceQuota")
+
+
+def test_namespaces_carry_their_maxima_as_annotations(seed):
+    objects, _ = seed
+    a = find(objects, "Namespace", "team-a-training")["metadata"]["annotations"]
+    assert a[GPU_KEY] == "8"
+    b = find(objects, "Namespace", "team-b-inference")["metadata"]["annotations"]
+    assert b[GPU_KEY] == "2"
+    c = find(objects, "Namespace", "team-c-dev")["metadata"].get("annotations", {})
+    assert GPU_KEY not in c  # no per-pod max
+    for obj in objects:
+        if obj["kind"] == "Namespace":
+            assert validate_object(obj) == []
+
+
+def test_no_per_pod_max_anywhere_no_policy():
+    plan = hierarchy_plan()
+    assert render_per_pod_max_policy(plan) == []
+    assert "ValidatingAdmissionPolicy" not in {o["kind"] for o in render_cluster(plan)}
+
+
+def test_annotation_keys_are_valid_even_for_long_resource_names():
+    assert per_pod_max_annotation("nvidia.com/gpu") == GPU_KEY
+    long_name = "example.com/" + "x" * 60
+    key = per_pod_max_annotation(long_name)
+    prefix, name = key.split("/")
+    assert prefix == "quota-portal" and len(name) <= 63
+    assert key != per_pod_max_annotation("example.com/" + "x" * 61)
+    probe = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "n", "annotations": {key: "1"}},
+    }
+    assert validate_object(probe) == []
+
+
+# --------------------------------------------------------------------------------------------
+# The CEL against sample pods (team-a-training: per-pod max 8 GPUs)
+
+
+def namespace_of(objects, name="team-a-training") -> dict:
+    return find(objects, "Namespace", name)
+
+
+def test_pods_without_gpu_limits_are_admitted(seed):
+    objects, policy = seed
+    ns_a = namespace_of(objects)
+    assert admit(policy, pod(container()), ns_a) == []  # no resources at all
+    assert admit(policy, pod(container(cpu="2", memory="4Gi")), ns_a) == []
+    sidecar = with_limits(container("proxy"), {"cpu": "100m"}, restartPolicy="Always")
+    assert admit(policy, pod(container(cpu="1"), init=[sidecar]), ns_a) == []
+
+
+def test_within_and_above_the_max(seed):
+    objects, policy = seed
+    ns_a = namespace_of(objects)
+    assert admit(policy, pod(with_limits(container(), gpu(8))), ns_a) == []
+    (denial,) = admit(policy, pod(with_limits(container(), gpu(9))), ns_a)
+    assert denial.startswith("the containers of the pod state 9")
+    assert "nvidia.com/gpu" in denial
+    assert "per-pod max 8" in denial
+    assert "team-a-training" in denial
+
+
+def test_several_containers_are_summed(seed):
+    objects, policy = seed
+    ns_a = namespace_of(objects)
+    four = with_limits(container("a"), gpu(4))
+    assert admit(policy, pod(four, with_limits(container("b"), gpu(4))), ns_a) == []
+    assert admit(policy, pod(four, with_limits(container("b"), gpu(5))), ns_a)
+    # A container without a GPU limit next to GPU containers counts 0.
+    assert (
+        admit(
+            policy, pod(four, container("log", cpu="1"), with_limits(container("b"), gpu(4))), ns_a
+        )
+        == []
+    )
+
+
+def test_init_containers_count_like_the_effective_pod_limit(seed):
+    objects, policy = seed
+    ns_a = namespace_of(objects)
+    main = with_limits(container(), gpu(8))
+    # An init container runs before the others: the larger of it and the sum counts.
+    assert admit(policy, pod(main, init=[with_limits(container("init"), gpu(8))]), ns_a) == []
+    (denial,) = admit(policy, pod(container(), init=[with_limits(container("init"), gpu(9))]), ns_a)
+    assert denial.startswith("an init container of the pod states more nvidia.com/gpu")
+    two_inits = [with_limits(container("i1"), gpu(6)), with_limits(container("i2"), gpu(7))]
+    assert admit(policy, pod(with_limits(container(), gpu(2)), init=two_inits), ns_a) == []
+    # A sidecar (restartPolicy Always) runs alongside the containers: it adds up.
+    sidecar = with_limits(container("side"), gpu(1), restartPolicy="Always")
+    assert admit(policy, pod(with_limits(container(), gpu(7)), init=[sidecar]), ns_a) == []
+    assert admit(policy, pod(main, init=[sidecar]), ns_a)
+
+
+def test_namespace_without_a_max_admits_anything(seed):
+    objects, policy = seed
+    ns_c = namespace_of(objects, "team-c-dev")
+    assert admit(policy, pod(with_limits(container(), gpu(64)), namespace="team-c-dev"), ns_c) == []
+
+
+def test_each_resource_has_its_own_max_and_fractions_compare_exactly():
+    namespace = ns(
+        "team-x-dev",
+        team("team-x"),
+        "dev",
+        alloc(GPU, 1, 4, 2),
+        alloc(MIG_1G, 1, 4, 3),
+        alloc(CPU, 1, 4, "0.75"),
+    )
+    plan = ClusterPlan(name="c", backends=ALL_BACKENDS, namespaces=(namespace,))
+    objects = render_cluster(plan)
+    (policy,) = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"]
+    assert validate_object(policy) == []
+    ns_x = namespace_of(objects, "team-x-dev")
+    assert ns_x["metadata"]["annotations"]["quota-portal/per-pod-max.cpu"] == "750m"
+    ok = pod(
+        with_limits(
+            container("a"), {"nvidia.com/gpu": "2", "nvidia.com/mig-1g.10gb": "3", "cpu": "500m"}
+        ),
+        with_limits(container("b"), {"cpu": "0.25"}),
+        namespace="team-x-dev",
+    )
+    assert admit(policy, ok, ns_x) == []
+    too_much = pod(
+        with_limits(
+            container("a"), {"nvidia.com/gpu": "2", "nvidia.com/mig-1g.10gb": "4", "cpu": "751m"}
+        ),
+        namespace="team-x-dev",
+    )
+    denials = admit(policy, too_much, ns_x)
+    assert len(denials) == 2
+    assert any("nvidia.com/mig-1g.10gb" in d for d in denials)
+    assert any(" cpu " in d for d in denials)
