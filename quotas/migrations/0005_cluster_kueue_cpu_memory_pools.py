@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("quotas", "0003_audit_chain"),
+        ("quotas", "0004_usage"),
     ]
 
     operations = [
