@@ -8,6 +8,7 @@ switch to PostgreSQL and Redis.
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -217,3 +218,13 @@ USAGE_RETENTION_DAYS = env.int("USAGE_RETENTION_DAYS", default=400)
 USAGE_SAMPLE_MAX_GAP_SECONDS = env.int("USAGE_SAMPLE_MAX_GAP_SECONDS", default=3600)
 # Seconds one request to a cluster's Prometheus may take.
 PROMETHEUS_TIMEOUT = env.float("PROMETHEUS_TIMEOUT", default=30.0)
+
+# --- Suggestions ----------------------------------------------------------------------------------
+# Day of the month (1-28) and hour (0-23, in PORTAL_TIME_ZONE) of the monthly suggestion run,
+# which suggests next month's guarantees and caps from last month's usage.
+SUGGESTIONS_DAY_OF_MONTH = env.int("SUGGESTIONS_DAY_OF_MONTH", default=1)
+SUGGESTIONS_HOUR = env.int("SUGGESTIONS_HOUR", default=6)
+if not 1 <= SUGGESTIONS_DAY_OF_MONTH <= 28:
+    raise ImproperlyConfigured("SUGGESTIONS_DAY_OF_MONTH must be 1 to 28 (every month has it)")
+if not 0 <= SUGGESTIONS_HOUR <= 23:
+    raise ImproperlyConfigured("SUGGESTIONS_HOUR must be 0 to 23")

@@ -275,8 +275,8 @@ def _confidence(n_days: int, period: Period) -> tuple[str, list[str], list[str]]
     if not period.is_over:
         flags.append(FLAG_NOT_OVER)
         notes.append(
-            f"the month is not over (until {period.end.isoformat()}): figures of "
-            f"{period.start.isoformat()} to {period.today.isoformat()}"
+            f"the month is not over (until {period.end.isoformat()}): figures of the days "
+            f"before {period.today.isoformat()}"
         )
         if level == "high":
             level = "medium"
