@@ -10,15 +10,19 @@ its peak allocated plus its peak pending, so work that waited counts as needed):
 - **Typical daily peak** ``P``: the p95 of the daily allocated peaks, exactly what the rules'
   "guarantee below 80% of last month's typical daily peak" warning compares with, so a
   suggestion never triggers that warning. ``floor = 80% of P``.
-- **Recent level** ``L``, over the last 7 days with data: for *inference* (steady,
-  latency-bound) the median of the daily p95, which is close to the peak, so the guarantee ends
-  up near the peak; for *training* and *dev* (bursty, can borrow) the median of the daily means.
+- **Recent level** ``L``: the median of the daily means of the last 7 days with data.
 - **Growth**: weekly means of the daily means (7-day weeks from the start of the month, weeks
-  with at least 4 days of data); when each of the last two weeks grew, the figures are raised
-  by the last week-over-week growth, at most +25%: one week ahead, not a forecast of a month.
-- **Guarantee** = max(floor, L) × growth, rounded up (whole units for GPU, MIG and vGPU
-  kinds). **Cap** = max(guarantee, highest daily demand × growth × 1.25), rounded up: room for
-  a day above the month's highest, so that nothing needed is cut off.
+  with at least 4 days of data); when each of the last two weeks grew, the last week-over-week
+  growth (at most +25%) raises the cap: one week ahead, not a forecast of a month.
+- **Guarantee** = max(floor, L), rounded up (whole units for GPU, MIG and vGPU kinds): the
+  floor is the least the rules allow, and a namespace whose usage sits above it (steady or
+  grown) is guaranteed its recent level. Inference (steady, latency-bound) ends up near its
+  peak this way, since its floor is 80% of it and its mean close to it; training (bursty, can
+  borrow) at the floor, with a cap near its peak. Neither growth nor the daily p95 raises the
+  guarantee: on the openb trace both mostly added idle guaranteed GPU-hours (README,
+  "How good are the suggestions").
+- **Cap** = max(guarantee, highest daily demand × growth × 1.25), rounded up: room for a day
+  above the month's highest, so that nothing needed is cut off.
 - **Rules**: cap ≤ the cluster's max share of capacity (rounded down to whole units); guarantee
   ≤ cap. When the guarantees of a cluster and resource add up to more than its capacity, every
   guarantee is scaled by capacity / sum and rounded by largest remainder (:func:`scale_guarantees`);
@@ -193,10 +197,8 @@ def weekly_growth(weeks: Sequence[Decimal]) -> Decimal:
     return min(c / b, MAX_WEEKLY_GROWTH)
 
 
-def recent_level(days: Sequence[DailyUsage], workload_class: str) -> Decimal:
+def recent_level(days: Sequence[DailyUsage]) -> Decimal:
     recent = sorted(days, key=lambda d: d.day)[-RECENT_DAYS:]
-    if workload_class == "inference":
-        return percentile([d.p95 for d in recent], Decimal("0.5"))
     return percentile([d.mean for d in recent], Decimal("0.5"))
 
 
@@ -314,7 +316,7 @@ def suggest_allocation(
     typical = typical_daily_peak(days)
     floor = PEAK_SHARE * typical
     demand_max = max(d.peak + d.pending_peak for d in days)
-    level = recent_level(days, item.workload_class)
+    level = recent_level(days)
     weeks = weekly_means(days, period.start)
     growth = weekly_growth(weeks)
     figures.update(
@@ -329,16 +331,15 @@ def suggest_allocation(
         flags.append(FLAG_GROWING)
         notes.append(
             f"growing week over week ({' → '.join(fmt(w.quantize(TENTH)) for w in weeks[-3:])}"
-            f" mean {unit}): figures raised ×{_ratio(growth)}"
+            f" mean {unit}): cap raised ×{_ratio(growth)}"
         )
 
-    basis = "recent p95 (inference)" if item.workload_class == "inference" else "recent mean"
-    guarantee = round_up(max(floor, level) * growth, whole=whole)
+    guarantee = round_up(max(floor, level), whole=whole)
     cap = round_up(max(guarantee, demand_max * growth * CAP_HEADROOM), whole=whole)
     figures["basis"] = (
-        f"guarantee = max(80% of typical daily peak {fmt(typical)}, {basis} {fmt(level)})"
-        f"{f' × {_ratio(growth)}' if growth > 1 else ''}; cap = highest daily demand "
-        f"{fmt(demand_max)} × {fmt(CAP_HEADROOM)}"
+        f"guarantee = max(80% of typical daily peak {fmt(typical)}, recent mean {fmt(level)}); "
+        f"cap = highest daily demand {fmt(demand_max)} × {fmt(CAP_HEADROOM)}"
+        f"{f' × growth {_ratio(growth)}' if growth > 1 else ''}"
     )
 
     if len(days) < THIN_DAYS and (guarantee < item.current_guarantee or cap < item.current_cap):

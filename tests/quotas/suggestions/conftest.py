@@ -38,7 +38,7 @@ def june_usage(alloc_a, alloc_b, gpu):
     for i in range(30):
         day = JUNE + timedelta(i)
         rollup(alloc_a.team_namespace, gpu, day, peak=3, mean=2, util=Decimal(40))
-        rollup(alloc_b.team_namespace, gpu, day, peak=6, mean=5, wait=120 if i == 3 else None)
+        rollup(alloc_b.team_namespace, gpu, day, peak=6, wait=120 if i == 3 else None)
     return JUNE
 
 

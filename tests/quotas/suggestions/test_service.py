@@ -29,7 +29,7 @@ def test_a_month_of_rollups_becomes_one_suggestion_per_allocation(june_suggestio
     assert (a.suggested_guarantee, a.suggested_cap) == (3, 4)
     assert "idle_guarantee" in a.flags and a.confidence == "high"
     assert a.figures["days_of_data"] == 30 and a.figures["utilization_mean"] == "40"
-    # inference, steady at 6: guarantee 6 (its p95), cap ceil(7.5) = 8 = 50% of 16
+    # inference, steady at 6: guarantee 6 (its mean), cap ceil(7.5) = 8 = 50% of 16
     assert (b.suggested_guarantee, b.suggested_cap) == (6, 8)
     assert b.figures["pending_wait_max_seconds"] == 120
     assert a.month == JUNE and a.cluster.name == "demo"

@@ -108,20 +108,26 @@ def test_spiky_training_gets_the_rule_floor_and_a_cap_bounded_by_the_share():
     assert any("cap 13 lowered to 8" in n for n in p.notes)
 
 
-def test_steady_inference_is_guaranteed_near_its_peak_training_near_its_floor():
-    steady = days(JUNE, peak=9, p95=9, mean=5)
-    inference = suggest_allocation(
-        usage(steady, wc="inference"), period=JUNE, capacity=D(32), max_cap_share=SHARE
+def test_a_steady_namespace_is_guaranteed_its_level_a_bursty_one_the_rule_floor():
+    steady = suggest_allocation(
+        usage(days(JUNE, peak=9, mean=8), wc="inference"),
+        period=JUNE,
+        capacity=D(32),
+        max_cap_share=SHARE,
     )
-    training = suggest_allocation(
-        usage(steady, wc="training"), period=JUNE, capacity=D(32), max_cap_share=SHARE
+    bursty = suggest_allocation(
+        usage(days(JUNE, peak=9, mean=2), wc="training"),
+        period=JUNE,
+        capacity=D(32),
+        max_cap_share=SHARE,
     )
-    assert inference.guarantee == 9  # recent daily p95
-    assert training.guarantee == 8  # ceil(80% of 9 = 7.2); its mean 5 is below
-    assert inference.cap == training.cap == 12  # ceil(9 x 1.25)
+    assert steady.guarantee == 8  # its mean 8 is above 80% of 9 = 7.2
+    assert bursty.guarantee == 8  # ceil(7.2): the least the rules allow
+    assert steady.cap == bursty.cap == 12  # ceil(9 x 1.25)
+    assert steady.figures["recent_level"] == "8" and bursty.figures["floor"] == "7.2"
 
 
-def test_growing_week_over_week_raises_guarantee_and_cap():
+def test_growing_week_over_week_raises_the_cap_not_the_guarantee():
     growing = [
         Day(FEB.start + timedelta(i), peak=D(4 + 2 * (i // 7)), p95=D(0), mean=D(2 + i // 7))
         for i in range(28)
@@ -129,8 +135,8 @@ def test_growing_week_over_week_raises_guarantee_and_cap():
     p = suggest_allocation(usage(growing), period=FEB, capacity=D(64), max_cap_share=SHARE)
     assert p.figures["weekly_means"] == ["2", "3", "4", "5"]
     assert p.figures["growth_per_week"] == "1.25"
-    # typical peak 10 -> floor 8 x 1.25 = 10; cap ceil(10 x 1.25 x 1.25 = 15.625) = 16
-    assert (p.guarantee, p.cap) == (10, 16)
+    # typical peak 10 -> floor 8 (recent mean 5 is below); cap ceil(10 x 1.25 x 1.25 = 15.625)
+    assert (p.guarantee, p.cap) == (8, 16)
     assert FLAG_GROWING in p.flags
 
 
