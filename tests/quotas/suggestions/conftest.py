@@ -32,8 +32,7 @@ def rollup(ns, resource, day, *, peak, p95=None, mean=None, pending=0, wait=None
     )
 
 
-@pytest.fixture
-def june_usage(alloc_a, alloc_b, gpu):
+def june_usage_create(alloc_a, alloc_b, gpu) -> date:
     """team-a-training (6/10) peaks at 3 every day; team-b-inference (4/6) steadily at 6."""
     for i in range(30):
         day = JUNE + timedelta(i)
@@ -42,7 +41,16 @@ def june_usage(alloc_a, alloc_b, gpu):
     return JUNE
 
 
+def june_suggestions_create(cluster) -> dict:
+    suggestions_compute(cluster=cluster, month=JUNE, today=date(2025, 7, 1))
+    return {s.team_namespace.name: s for s in cluster.suggestions.select_related("team_namespace")}
+
+
+@pytest.fixture
+def june_usage(alloc_a, alloc_b, gpu):
+    return june_usage_create(alloc_a, alloc_b, gpu)
+
+
 @pytest.fixture
 def june_suggestions(june_usage, cluster):
-    suggestions_compute(cluster=cluster, month=june_usage, today=date(2025, 7, 1))
-    return {s.team_namespace.name: s for s in cluster.suggestions.select_related("team_namespace")}
+    return june_suggestions_create(cluster)
