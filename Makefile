@@ -32,3 +32,4 @@ clean:
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.bench_sync --namespaces $(or $(NAMESPACES),500)
+	$(BIN)/python -m bench.bench_usage

@@ -219,3 +219,25 @@ def test_wait_falls_back_to_the_unschedulable_condition():
     )
     assert readings[("n", "nvidia.com/gpu")].wait_seconds == 3600
     assert readings[("n", "nvidia.com/gpu")].pending == Decimal(2)
+
+
+@pytest.mark.django_db
+def test_beat_tasks_collect_and_roll_up(sandbox_cluster, gpu):
+    from quotas.models import UsageDaily
+    from quotas.tasks import collect_cluster_usage, rollup_usage
+
+    cluster, kube = sandbox_cluster
+    kube.create(pod("team-b-inference", "serve", "Running", "3"))
+    collect_cluster_usage(cluster.pk)
+    assert UsageSample.objects.get(team_namespace__name="team-b-inference").allocated == 3
+    assert rollup_usage() == 3
+    assert UsageDaily.objects.get(team_namespace__name="team-b-inference").peak == 3
+
+
+@pytest.mark.django_db
+def test_an_unreachable_cluster_is_reported_not_raised(cluster, alloc_a):
+    from quotas.usage.collect import usage_collect
+
+    result = usage_collect(cluster_id=cluster.pk)  # the test settings point at port 9
+    assert str(result["cluster"]).startswith("error:")
+    assert not UsageSample.objects.exists()

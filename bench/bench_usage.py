@@ -1,0 +1,231 @@
+"""Benchmark: usage import and daily rollup on PostgreSQL, against plain COPY of the same file
+and one hand-written SQL aggregate over the same table, in the same run.
+
+    python -m bench.bench_usage [--days 30 --namespaces 1000]    (or: make bench)
+    BENCH_QUICK=1 python -m bench.bench_usage                     (2 days x 50 namespaces)
+
+Full size: 30 days of 5-minute samples for 1,000 team namespaces, 8.64 million rows. Needs a
+PostgreSQL server: BENCH_DATABASE_URL, else DATABASE_URL if it is PostgreSQL, else
+postgres://postgres@127.0.0.1:5432/; a throw-away database is created and dropped. Without a
+server it says so and exits 0. Prints a table and writes var/bench/usage.json.
+"""
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT_DIR = ROOT / "var" / "bench"
+HEADER = "timestamp,cluster,namespace,resource,allocated,utilization,pending,wait_seconds\n"
+START = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def _server_url() -> str:
+    for name in ("BENCH_DATABASE_URL", "DATABASE_URL"):
+        url = os.environ.get(name, "")
+        if url.startswith(("postgres://", "postgresql://")):
+            return url
+    return "postgres://postgres@127.0.0.1:5432/postgres"
+
+
+def _with_db(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
+
+
+def _admin_connection(url: str):
+    import psycopg
+
+    return psycopg.connect(_with_db(url, "postgres"), autocommit=True, connect_timeout=5)
+
+
+def _setup_django(db_url: str) -> None:
+    os.environ["DATABASE_URL"] = db_url
+    for name in ("CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"):
+        os.environ.pop(name, None)
+    os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings"
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def _make_namespaces(namespaces: int) -> None:
+    from decimal import Decimal
+
+    from quotas.models import Cluster, ClusterCapacity, Resource, Team, TeamNamespace
+    from quotas.services import allocation_set
+
+    gpu, _ = Resource.objects.get_or_create(
+        name="nvidia.com/gpu", defaults={"display_name": "GPU", "kind": "gpu"}
+    )
+    cluster = Cluster.objects.create(name="bench")
+    ClusterCapacity.objects.create(cluster=cluster, resource=gpu, capacity=Decimal(namespaces * 8))
+    for i in range(namespaces):
+        team = Team.objects.create(slug=f"team-{i:04d}", name=f"Team {i}")
+        ns = TeamNamespace.objects.create(team=team, cluster=cluster, name=f"team-{i:04d}")
+        allocation_set(team_namespace=ns, resource=gpu, guarantee=2, cap=6, acting_user=None)
+
+
+def _write_csv(path: Path, days: int, namespaces: int) -> int:
+    rng = random.Random(1)
+    rows = 0
+    with path.open("w") as f:
+        f.write(HEADER)
+        for step in range(days * 288):
+            when = (START + timedelta(minutes=5 * step)).isoformat()
+            lines = []
+            for i in range(namespaces):
+                allocated = rng.randint(0, 8)
+                pending = rng.choice((0, 0, 0, 1, 2))
+                wait = rng.randint(1, 3600) if pending else ""
+                lines.append(
+                    f"{when},bench,team-{i:04d},nvidia.com/gpu,{allocated},"
+                    f"{rng.randint(0, 100)},{pending},{wait}\n"
+                )
+            f.write("".join(lines))
+            rows += namespaces
+    return rows
+
+
+def _copy_baseline(path: Path) -> float:
+    """Plain COPY of the same file into a table of the same columns."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TABLE bench_copy (timestamp timestamptz, cluster text, namespace text, "
+            "resource text, allocated numeric, utilization numeric, pending numeric, "
+            "wait_seconds integer)"
+        )
+        started = time.perf_counter()
+        with (
+            path.open("rb") as f,
+            cursor.cursor.copy("COPY bench_copy FROM STDIN WITH (FORMAT csv, HEADER true)") as copy,
+        ):
+            while block := f.read(1 << 20):
+                copy.write(block)
+        elapsed = time.perf_counter() - started
+        cursor.execute("DROP TABLE bench_copy")
+    return elapsed
+
+
+def _import(path: Path, db_url: str) -> tuple[float, float]:
+    """import_usage in its own process: wall time and its peak resident memory (MiB)."""
+    env = {**os.environ, "DATABASE_URL": db_url, "DJANGO_SETTINGS_MODULE": "portal.settings"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "import_usage", str(path), "--no-rollup"],
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
+    elapsed = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return elapsed, max(peak, before) / 1024
+
+
+HAND_AGGREGATE = """
+SELECT team_namespace_id, resource_id, ("timestamp" AT TIME ZONE 'UTC')::date,
+       count(*), max(allocated), percentile_cont(0.95) WITHIN GROUP (ORDER BY allocated),
+       avg(allocated), avg(utilization), max(pending), max(wait_seconds), sum(evictions)
+FROM quotas_usagesample
+GROUP BY 1, 2, 3
+"""
+
+
+def _rollup(days: int) -> tuple[float, float, int]:
+    from django.db import connection
+
+    from quotas.usage.rollup import usage_rollup
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE quotas_usagesample")
+        started = time.perf_counter()
+        cursor.execute(HAND_AGGREGATE)
+        hand_rows = len(cursor.fetchall())
+        hand = time.perf_counter() - started
+    started = time.perf_counter()
+    result = usage_rollup(start=START.date(), end=(START + timedelta(days=days - 1)).date())
+    ours = time.perf_counter() - started
+    assert result.days == hand_rows, (result.days, hand_rows)
+    return ours, hand, result.days
+
+
+def main() -> int:
+    quick = os.environ.get("BENCH_QUICK") == "1"
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--days", type=int, default=2 if quick else 30)
+    parser.add_argument("--namespaces", type=int, default=50 if quick else 1000)
+    args = parser.parse_args()
+
+    server = _server_url()
+    try:
+        admin = _admin_connection(server)
+    except Exception as exc:  # no server: nothing to measure, say so
+        print(f"bench_usage: no PostgreSQL at {urlsplit(server).hostname} ({exc}); skipped")
+        return 0
+    db_name = f"bench_usage_{os.getpid()}"
+    admin.execute(f'CREATE DATABASE "{db_name}"')
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    path = OUT_DIR / f"usage-{args.days}d-{args.namespaces}ns.csv"
+    try:
+        db_url = _with_db(server, db_name)
+        _setup_django(db_url)
+        _make_namespaces(args.namespaces)
+        started = time.perf_counter()
+        rows = _write_csv(path, args.days, args.namespaces)
+        generate = time.perf_counter() - started
+        size_mib = path.stat().st_size / (1 << 20)
+        copy_s = _copy_baseline(path)
+        import_s, import_peak_mib = _import(path, db_url)
+        rollup_s, hand_s, rollup_rows = _rollup(args.days)
+        from django.db import connections
+
+        connections.close_all()
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+        admin.close()
+        path.unlink(missing_ok=True)
+
+    results = {
+        "quick": quick,
+        "days": args.days,
+        "namespaces": args.namespaces,
+        "rows": rows,
+        "file_mib": round(size_mib, 1),
+        "generate_seconds": round(generate, 2),
+        "copy_seconds": round(copy_s, 2),
+        "import_seconds": round(import_s, 2),
+        "import_vs_copy": round(import_s / copy_s, 2),
+        "import_rows_per_second": round(rows / import_s),
+        "import_peak_rss_mib": round(import_peak_mib, 1),
+        "import_peak_rss_vs_file": round(import_peak_mib / size_mib, 3),
+        "rollup_rows": rollup_rows,
+        "hand_aggregate_seconds": round(hand_s, 2),
+        "rollup_seconds": round(rollup_s, 2),
+        "rollup_vs_hand_aggregate": round(rollup_s / hand_s, 2),
+    }
+    out = OUT_DIR / ("usage-quick.json" if quick else "usage.json")
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    width = max(len(k) for k in results)
+    for key, value in results.items():
+        print(f"{key:<{width}}  {value}")
+    print(f"written to {out.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
