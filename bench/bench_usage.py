@@ -192,6 +192,9 @@ def main() -> int:
         copy_s = _copy_baseline(path)
         import_s, import_peak_mib = _import(path, db_url)
         rollup_s, hand_s, rollup_rows = _rollup(args.days)
+        from bench.bench_suggest import bench_suggestions
+
+        suggest = bench_suggestions(start=START.date(), days=min(args.days, 31))
         from django.db import connections
 
         connections.close_all()
@@ -217,6 +220,7 @@ def main() -> int:
         "hand_aggregate_seconds": round(hand_s, 2),
         "rollup_seconds": round(rollup_s, 2),
         "rollup_vs_hand_aggregate": round(rollup_s / hand_s, 2),
+        **suggest,
     }
     out = OUT_DIR / ("usage-quick.json" if quick else "usage.json")
     out.write_text(json.dumps(results, indent=2) + "\n")

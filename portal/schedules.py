@@ -13,8 +13,10 @@ from django.conf import settings
 class DefaultSchedule:
     name: str
     task: str
-    every_seconds: int
+    every_seconds: int | None
     description: str
+    # A crontab entry instead of an interval: {"minute", "hour", "day_of_month"}.
+    crontab: dict[str, str] | None = None
 
 
 DEFAULT_SCHEDULES: list[DefaultSchedule] = [
@@ -48,22 +50,42 @@ DEFAULT_SCHEDULES: list[DefaultSchedule] = [
         every_seconds=settings.USAGE_ROLLUP_SECONDS,
         description="Daily usage rollups of yesterday and today; prune samples past retention.",
     ),
+    DefaultSchedule(
+        name="monthly suggestions",
+        task="quotas.compute_suggestions",
+        every_seconds=None,
+        crontab={
+            "minute": "0",
+            "hour": str(settings.SUGGESTIONS_HOUR),
+            "day_of_month": str(settings.SUGGESTIONS_DAY_OF_MONTH),
+        },
+        description="Suggest next month's guarantee and cap of every namespace from last month.",
+    ),
 ]
 
 
 def ensure_default_schedules(**_kwargs) -> int:
     """Create the default periodic tasks that do not exist yet; returns how many were created."""
-    from django_celery_beat.models import IntervalSchedule, PeriodicTask
+    from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
     created = 0
     for entry in DEFAULT_SCHEDULES:
         if PeriodicTask.objects.filter(name=entry.name).exists():
             continue
-        interval, _ = IntervalSchedule.objects.get_or_create(
-            every=entry.every_seconds, period=IntervalSchedule.SECONDS
-        )
+        when: dict = {}
+        if entry.crontab is not None:
+            when["crontab"], _ = CrontabSchedule.objects.get_or_create(
+                **entry.crontab,
+                day_of_week="*",
+                month_of_year="*",
+                timezone=settings.TIME_ZONE,
+            )
+        else:
+            when["interval"], _ = IntervalSchedule.objects.get_or_create(
+                every=entry.every_seconds, period=IntervalSchedule.SECONDS
+            )
         PeriodicTask.objects.create(
-            name=entry.name, task=entry.task, interval=interval, description=entry.description
+            name=entry.name, task=entry.task, description=entry.description, **when
         )
         created += 1
     return created

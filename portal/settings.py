@@ -8,6 +8,7 @@ switch to PostgreSQL and Redis.
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -99,6 +100,12 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# plotly.js comes from the pinned plotly package (vendor/plotly.min.js), never from a CDN.
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "portal.staticfiles.PlotlyFinder",
+]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -223,3 +230,13 @@ PROMETHEUS_TIMEOUT = env.float("PROMETHEUS_TIMEOUT", default=30.0)
 # may start and how long it may last (requests beyond either are refused naming the field).
 TEMPORARY_GRANT_MAX_START_DAYS = env.int("TEMPORARY_GRANT_MAX_START_DAYS", default=30)
 TEMPORARY_GRANT_MAX_DAYS = env.int("TEMPORARY_GRANT_MAX_DAYS", default=90)
+
+# --- Suggestions ----------------------------------------------------------------------------------
+# Day of the month (1-28) and hour (0-23, in PORTAL_TIME_ZONE) of the monthly suggestion run,
+# which suggests next month's guarantees and caps from last month's usage.
+SUGGESTIONS_DAY_OF_MONTH = env.int("SUGGESTIONS_DAY_OF_MONTH", default=1)
+SUGGESTIONS_HOUR = env.int("SUGGESTIONS_HOUR", default=6)
+if not 1 <= SUGGESTIONS_DAY_OF_MONTH <= 28:
+    raise ImproperlyConfigured("SUGGESTIONS_DAY_OF_MONTH must be 1 to 28 (every month has it)")
+if not 0 <= SUGGESTIONS_HOUR <= 23:
+    raise ImproperlyConfigured("SUGGESTIONS_HOUR must be 0 to 23")

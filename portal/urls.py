@@ -6,6 +6,7 @@ from django.urls import include, path
 
 from portal import health
 from quotas import views as quota_views
+from quotas import views_suggestions
 from quotas.views_audit import audit_export_csv
 
 admin.site.site_header = "GPU quota portal — administration"
@@ -18,6 +19,8 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("requests/", include("approvals.urls")),
+    path("suggestions/", views_suggestions.suggestion_list, name="suggestions-list"),
+    path("usage/", views_suggestions.usage_page, name="usage"),
     path("audit/export.csv", audit_export_csv, name="audit-export"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api.urls")),

@@ -45,6 +45,7 @@ from quotas.services import (
     team_namespace_set_shadow,
 )
 from quotas.usage import admin as usage_admin  # noqa: F401  (registers the usage models)
+from quotas.usage import suggestions_admin  # noqa: F401  (registers Suggestion)
 
 
 class ViewOnlyInline(admin.TabularInline):

@@ -13,6 +13,7 @@ from quotas.kube.sync import SyncBusy, TransientSyncError, cluster_sync
 from quotas.models import Cluster, SyncRequest, SyncRun
 from quotas.usage.collect import usage_collect
 from quotas.usage.rollup import usage_rollup_recent
+from quotas.usage.suggestions import parse_month, previous_month, suggestions_compute
 
 log = logging.getLogger(__name__)
 
@@ -117,3 +118,26 @@ def collect_cluster_usage(cluster_id: int) -> None:
 def rollup_usage() -> int:
     """Roll up yesterday and today, and prune raw samples past the retention."""
     return usage_rollup_recent().days
+
+
+# --- suggestions ------------------------------------------------------------------------------
+
+
+@shared_task(name="quotas.compute_suggestions", ignore_result=True)
+def compute_suggestions() -> list[int]:
+    """Monthly: one suggestion run per cluster for last month's usage."""
+    ids = list(Cluster.objects.values_list("id", flat=True))
+    for cluster_id in ids:
+        compute_cluster_suggestions.delay(cluster_id)
+    return ids
+
+
+@shared_task(name="quotas.compute_cluster_suggestions", ignore_result=True, acks_late=True)
+def compute_cluster_suggestions(cluster_id: int, month: str | None = None) -> int:
+    """Suggestions of one cluster for ``month`` (YYYY-MM; default last month). An upsert:
+    running it twice stores the same rows."""
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is None:
+        return 0
+    when = parse_month(month) if month else previous_month(timezone.localdate())
+    return suggestions_compute(cluster=cluster, month=when)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from approvals.api import views
+from approvals.api import suggestions, views
 
 urlpatterns = [
     path("requests/", views.RequestList.as_view(), name="api-requests"),
@@ -14,4 +14,11 @@ urlpatterns += [
         name=f"api-request-{action}",
     )
     for action in views.RequestAction.actions
+]
+urlpatterns += [
+    path(
+        "suggestions/<int:pk>/request/",
+        suggestions.SuggestionRequest.as_view(),
+        name="api-suggestion-request",
+    ),
 ]

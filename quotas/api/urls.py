@@ -1,6 +1,6 @@
 from django.urls import path
 
-from quotas.api import views
+from quotas.api import suggestions, views
 
 urlpatterns = [
     path("teams/", views.TeamList.as_view(), name="api-teams"),
@@ -8,4 +8,7 @@ urlpatterns = [
     path("allocations/", views.AllocationList.as_view(), name="api-allocations"),
     path("clusters/", views.ClusterList.as_view(), name="api-clusters"),
     path("plan/violations/", views.PlanViolationList.as_view(), name="api-plan-violations"),
+    path("suggestions/", suggestions.SuggestionList.as_view(), name="api-suggestions"),
+    path("suggestions/<int:pk>/", suggestions.SuggestionDetail.as_view(), name="api-suggestion"),
+    path("usage/canary/", suggestions.CanaryMetrics.as_view(), name="api-usage-canary"),
 ]

@@ -3,6 +3,7 @@
 from quotas.models.allocations import Allocation, AllocationVersion
 from quotas.models.audit import AuditEvent
 from quotas.models.clusters import Cluster, ClusterCapacity, PriorityClass, Resource
+from quotas.models.suggestions import Suggestion
 from quotas.models.sync import (
     DriftEvent,
     ManagedObject,
@@ -25,6 +26,7 @@ __all__ = [
     "PriorityClass",
     "PrometheusSource",
     "Resource",
+    "Suggestion",
     "SyncLease",
     "SyncObjectResult",
     "SyncRequest",

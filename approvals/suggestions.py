@@ -1,0 +1,78 @@
+"""Turning a suggestion into a quota request: a draft (or a submitted request) made by the same
+services as any other, so it is validated and approved like any other."""
+
+from django.contrib.auth.models import User
+
+from approvals.models import QuotaRequest
+from approvals.services import LineInput, request_create, request_submit
+from portal.errors import ApplicationError
+from quotas.models import Allocation, Suggestion
+from quotas.rules import fmt
+
+FIGURES_IN_JUSTIFICATION = (
+    ("days_of_data", "days of data"),
+    ("typical_daily_peak", "typical daily peak"),
+    ("demand_peak_max", "highest daily demand"),
+    ("mean", "mean"),
+    ("utilization_mean", "mean utilization %"),
+    ("borrowed_gpu_hours", "borrowed unit-hours"),
+    ("idle_guaranteed_gpu_hours", "idle guaranteed unit-hours"),
+)
+
+
+def suggestion_justification(suggestion: Suggestion) -> str:
+    s = suggestion
+    figures = "; ".join(
+        f"{label} {s.figures[key]}"
+        for key, label in FIGURES_IN_JUSTIFICATION
+        if s.figures.get(key) is not None
+    )
+    lines = [
+        f"From the portal's suggestion for {s.team_namespace.name} {s.resource.name} from the "
+        f"usage of {s.month:%Y-%m} (confidence {s.confidence}): guarantee "
+        f"{fmt(s.current_guarantee)} → {fmt(s.suggested_guarantee)}, cap {fmt(s.current_cap)} → "
+        f"{fmt(s.suggested_cap)}.",
+    ]
+    if figures:
+        lines.append(f"Figures: {figures}.")
+    lines += [f"- {note}" for note in s.notes]
+    return "\n".join(lines)
+
+
+def request_from_suggestion(
+    *, suggestion: Suggestion, acting_user: User, submit: bool
+) -> QuotaRequest:
+    """A request of the suggestion's team for the suggested guarantee and cap (leads of the
+    team and platform admins; request_create refuses anybody else). The allocation's per-pod
+    max is kept (lowered to the new cap if above it) and so are its priority classes. With
+    ``submit`` it is submitted at once; when submission is refused the draft stays, and the
+    error says which request it is."""
+    current = Allocation.objects.filter(
+        team_namespace=suggestion.team_namespace, resource=suggestion.resource
+    ).first()
+    per_pod_max = None
+    if current is not None and current.per_pod_max is not None:
+        per_pod_max = min(current.per_pod_max, suggestion.suggested_cap) or None
+    draft = request_create(
+        team=suggestion.team_namespace.team,
+        acting_user=acting_user,
+        justification=suggestion_justification(suggestion),
+        lines=[
+            LineInput(
+                team_namespace_id=suggestion.team_namespace_id,
+                resource_id=suggestion.resource_id,
+                guarantee=suggestion.suggested_guarantee,
+                cap=suggestion.suggested_cap,
+                per_pod_max=per_pod_max,
+                priority_classes=tuple(current.priority_classes) if current else (),
+            )
+        ],
+    )
+    if not submit:
+        return draft
+    try:
+        return request_submit(request=draft, acting_user=acting_user)
+    except ApplicationError as exc:
+        exc.extra.setdefault("request", draft.pk)
+        exc.extra.setdefault("request_status", QuotaRequest.Status.DRAFT)
+        raise

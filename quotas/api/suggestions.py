@@ -1,0 +1,129 @@
+"""API of suggestions and usage: ``GET suggestions/`` (?cluster=&team=&month=),
+``GET suggestions/<id>/`` and ``GET usage/canary/`` (?cluster=&team=&start=&end=), through the
+same selectors and filters as the pages."""
+
+from django.http import Http404
+from django.utils.dateparse import parse_date
+from rest_framework import generics, serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from portal.api.pagination import ApiPagination
+from portal.errors import ValidationFailed
+from quotas.api.serializers import AmountField
+from quotas.models import Cluster, Suggestion
+from quotas.rules import fmt
+from quotas.selectors import teams_visible_to
+from quotas.usage.canary import canary_metrics
+from quotas.usage.suggestion_selectors import (
+    suggestion_filter_parse,
+    suggestions_list,
+    suggestions_visible_to,
+)
+
+
+class SuggestionSerializer(serializers.ModelSerializer):
+    cluster = serializers.CharField(source="cluster.name")
+    team = serializers.CharField(source="team_namespace.team.slug")
+    namespace = serializers.CharField(source="team_namespace.name")
+    resource = serializers.CharField(source="resource.name")
+    month = serializers.DateField(format="%Y-%m")
+    current = serializers.SerializerMethodField()
+    suggested = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Suggestion
+        fields = [
+            "id",
+            "cluster",
+            "team",
+            "namespace",
+            "resource",
+            "month",
+            "current",
+            "suggested",
+            "confidence",
+            "flags",
+            "notes",
+            "figures",
+            "computed_at",
+        ]
+
+    def get_current(self, obj) -> dict:
+        return {"guarantee": fmt(obj.current_guarantee), "cap": fmt(obj.current_cap)}
+
+    def get_suggested(self, obj) -> dict:
+        return {"guarantee": fmt(obj.suggested_guarantee), "cap": fmt(obj.suggested_cap)}
+
+
+class SuggestionList(generics.ListAPIView):
+    serializer_class = SuggestionSerializer
+    pagination_class = ApiPagination
+
+    def get_queryset(self):
+        flt = suggestion_filter_parse(self.request.user, self.request.query_params)
+        return suggestions_list(self.request.user, flt)
+
+
+class SuggestionDetail(generics.RetrieveAPIView):
+    serializer_class = SuggestionSerializer
+
+    def get_object(self):
+        suggestion = suggestions_visible_to(self.request.user).filter(pk=self.kwargs["pk"]).first()
+        if suggestion is None:
+            raise Http404("no such suggestion")
+        return suggestion
+
+
+def _day(params, key: str):
+    text = (params.get(key) or "").strip()
+    value = parse_date(text) if text else None
+    if value is None:
+        raise ValidationFailed(f"{key}: give a day as YYYY-MM-DD, got {text!r}", field=key)
+    return value
+
+
+class CanaryMetrics(APIView):
+    """The seed's canary metrics per team of one cluster over [start, end], and the total."""
+
+    def get(self, request: Request) -> Response:
+        params = request.query_params
+        name = (params.get("cluster") or "").strip()
+        if not name:
+            raise ValidationFailed("cluster: required (a cluster name)", field="cluster")
+        cluster = Cluster.objects.filter(name=name).first()
+        if cluster is None:
+            raise ValidationFailed(f"cluster: no cluster named {name!r}", field="cluster")
+        team = None
+        if slug := (params.get("team") or "").strip():
+            team = teams_visible_to(request.user).filter(slug=slug).first()
+            if team is None:
+                raise ValidationFailed(
+                    f"team: no team {slug!r} among the teams you may see", field="team"
+                )
+        start, end = _day(params, "start"), _day(params, "end")
+        rows = canary_metrics(user=request.user, cluster=cluster, team=team, start=start, end=end)
+        amount = AmountField().to_representation
+        return Response(
+            {
+                "cluster": cluster.name,
+                "start": start.isoformat(),
+                "end": end.isoformat(),
+                "teams": [
+                    {
+                        "team": r.team or None,
+                        "days": r.days,
+                        "gpu_utilization_mean": amount(r.utilization_mean),
+                        "queue_wait_mean_seconds": r.queue_wait_mean_seconds,
+                        "queue_wait_max_seconds": r.queue_wait_max_seconds,
+                        "evicted_pods": r.evictions,
+                        "gpu_hours": amount(r.gpu_hours),
+                        "borrowed_gpu_hours": amount(r.borrowed_gpu_hours),
+                        "borrowing_ratio": amount(r.borrowing_ratio),
+                        "idle_guaranteed_gpu_hours": amount(r.idle_guaranteed_gpu_hours),
+                    }
+                    for r in rows
+                ],
+            }
+        )

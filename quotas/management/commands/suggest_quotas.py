@@ -1,0 +1,43 @@
+"""``python manage.py suggest_quotas --cluster NAME --month YYYY-MM``: compute (again) the
+suggestions of one cluster from one month of usage; ``--month`` defaults to last month."""
+
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+
+from portal.errors import ValidationFailed
+from quotas.models import Cluster, Suggestion
+from quotas.rules import fmt
+from quotas.usage.suggestions import parse_month, previous_month, suggestions_compute
+
+
+class Command(BaseCommand):
+    help = "Suggest guarantee and cap of every team namespace of a cluster from a month of usage."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--cluster", required=True, help="cluster name")
+        parser.add_argument("--month", help="YYYY-MM (default: last month)")
+
+    def handle(self, *args, **options) -> None:
+        cluster = Cluster.objects.filter(name=options["cluster"]).first()
+        if cluster is None:
+            raise CommandError(f"--cluster: no cluster named {options['cluster']!r}")
+        try:
+            month = (
+                parse_month(options["month"], field="--month")
+                if options["month"]
+                else previous_month(timezone.localdate())
+            )
+        except ValidationFailed as exc:
+            raise CommandError(exc.message) from None
+        count = suggestions_compute(cluster=cluster, month=month)
+        rows = Suggestion.objects.filter(cluster=cluster, month=month).select_related(
+            "team_namespace", "resource"
+        )
+        for s in rows.order_by("team_namespace__name", "resource__name"):
+            self.stdout.write(
+                f"{s.team_namespace.name:30} {s.resource.name:24} "
+                f"{fmt(s.current_guarantee)}/{fmt(s.current_cap)} -> "
+                f"{fmt(s.suggested_guarantee)}/{fmt(s.suggested_cap)}  {s.confidence}"
+                + (f"  [{', '.join(s.flags)}]" if s.flags else "")
+            )
+        self.stderr.write(f"{count} suggestions for {cluster.name} {month:%Y-%m}")

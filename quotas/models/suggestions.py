@@ -1,0 +1,57 @@
+"""Suggestions: the guarantee and cap the portal proposes for a team namespace and resource,
+computed from one month of usage, with the figures behind them (see quotas/usage/suggest.py)."""
+
+from django.db import models
+
+from quotas.models.fields import amount_field
+
+
+class Suggestion(models.Model):
+    class Confidence(models.TextChoices):
+        HIGH = "high", "high"
+        MEDIUM = "medium", "medium"
+        LOW = "low", "low (thin data)"
+        NONE = "none", "none (no usage data)"
+
+    cluster = models.ForeignKey(
+        "quotas.Cluster", on_delete=models.CASCADE, related_name="suggestions"
+    )
+    team_namespace = models.ForeignKey(
+        "quotas.TeamNamespace", on_delete=models.CASCADE, related_name="suggestions"
+    )
+    resource = models.ForeignKey(
+        "quotas.Resource", on_delete=models.PROTECT, related_name="suggestions"
+    )
+    # First day of the month the usage comes from.
+    month = models.DateField()
+    current_guarantee = amount_field("current guarantee")
+    current_cap = amount_field("current cap")
+    suggested_guarantee = amount_field("suggested guarantee")
+    suggested_cap = amount_field("suggested cap")
+    confidence = models.CharField(max_length=8, choices=Confidence.choices)
+    # The numbers behind the suggestion: daily peaks, percentiles, utilization, borrowed and
+    # idle GPU-hours, days of data, pending wait (amounts as strings).
+    figures = models.JSONField(default=dict, blank=True)
+    notes = models.JSONField(default=list, blank=True)
+    flags = models.JSONField(default=list, blank=True)
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-month", "cluster__name", "team_namespace__name", "resource__name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team_namespace", "resource", "month"],
+                name="suggestion_unique_ns_resource_month",
+            ),
+        ]
+        indexes = [models.Index(fields=["cluster", "month"], name="suggestion_cluster_month")]
+
+    def __str__(self) -> str:
+        return f"{self.team_namespace} {self.resource} {self.month:%Y-%m}"
+
+    @property
+    def changes(self) -> bool:
+        return (
+            self.suggested_guarantee != self.current_guarantee
+            or self.suggested_cap != self.current_cap
+        )

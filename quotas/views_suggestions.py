@@ -1,0 +1,206 @@
+"""Pages of suggestions (/suggestions/) and usage (/usage/): per cluster and per team, through
+the same selectors and filters as the API."""
+
+from collections import defaultdict
+from datetime import date, timedelta
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.utils.dateparse import parse_date
+
+from portal.errors import ValidationFailed
+from quotas.models import AllocationVersion, Cluster
+from quotas.rules import fmt
+from quotas.selectors import teams_visible_to
+from quotas.usage.canary import canary_metrics, canary_period_check
+from quotas.usage.charts import AllocationStep, usage_figures
+from quotas.usage.selectors import usage_daily_for
+from quotas.usage.suggestion_selectors import (
+    SuggestionFilter,
+    suggestion_filter_parse,
+    suggestion_requestable_by,
+    suggestions_list,
+)
+
+MAX_CHARTED = 40
+
+
+def _clusters():
+    return Cluster.objects.order_by("name")
+
+
+@login_required
+def suggestion_list(request: HttpRequest) -> HttpResponse:
+    user = request.user
+    error, status = None, 200
+    try:
+        flt = suggestion_filter_parse(user, request.GET)
+    except ValidationFailed as exc:
+        flt, error, status = SuggestionFilter(), exc, 400
+    page = Paginator(suggestions_list(user, flt), 50).get_page(request.GET.get("page"))
+    rows = [
+        {"s": s, "may_request": suggestion_requestable_by(user, s), "figures": _figure_rows(s)}
+        for s in page
+    ]
+    context = {
+        "rows": rows,
+        "page": page,
+        "clusters": _clusters(),
+        "teams": teams_visible_to(user).order_by("slug"),
+        "selected": {k: request.GET.get(k, "") for k in ("cluster", "team", "month")},
+        "error": error,
+    }
+    return render(request, "quotas/suggestions.html", context, status=status)
+
+
+FIGURE_LABELS = [
+    ("days_of_data", "days of data"),
+    ("typical_daily_peak", "typical daily peak (p95 of daily peaks)"),
+    ("peak_max", "highest daily peak"),
+    ("demand_peak_max", "highest daily demand (peak + pending)"),
+    ("p95_median", "median daily p95"),
+    ("mean", "mean allocated"),
+    ("recent_level", "recent level (median daily mean, last 7 days)"),
+    ("floor", "80% of the typical daily peak"),
+    ("weekly_means", "weekly means"),
+    ("growth_per_week", "growth per week"),
+    ("utilization_mean", "mean GPU utilization %"),
+    ("gpu_hours", "GPU-hours"),
+    ("borrowed_gpu_hours", "borrowed GPU-hours"),
+    ("idle_guaranteed_gpu_hours", "idle guaranteed GPU-hours"),
+    ("pending_peak", "highest pending"),
+    ("pending_wait_max_seconds", "longest pending wait (s)"),
+    ("pending_wait_mean_seconds", "mean pending wait (s)"),
+    ("evictions", "evicted pods"),
+    ("unscaled_guarantee", "guarantee before scaling"),
+    ("basis", "how"),
+]
+
+
+def _figure_rows(s) -> list[tuple[str, str]]:
+    out = []
+    for key, label in FIGURE_LABELS:
+        value = s.figures.get(key)
+        if value is None:
+            continue
+        if isinstance(value, list):
+            value = ", ".join(str(v) for v in value)
+        out.append((label, str(value)))
+    return out
+
+
+# --- usage ----------------------------------------------------------------------------------
+
+
+def _usage_params(user, params) -> dict:
+    """cluster (default: the first), team (optional), start and end (default: last 30 days)."""
+    clusters = _clusters()
+    name = (params.get("cluster") or "").strip()
+    cluster = clusters.filter(name=name).first() if name else clusters.first()
+    if name and cluster is None:
+        raise ValidationFailed(f"cluster: no cluster named {name!r}", field="cluster")
+    team = None
+    if slug := (params.get("team") or "").strip():
+        team = teams_visible_to(user).filter(slug=slug).first()
+        if team is None:
+            raise ValidationFailed(
+                f"team: no team {slug!r} among the teams you may see", field="team"
+            )
+    today = timezone.localdate()
+    dates = {}
+    for key, default in (("start", today - timedelta(days=30)), ("end", today)):
+        text = (params.get(key) or "").strip()
+        value = parse_date(text) if text else default
+        if value is None:
+            raise ValidationFailed(f"{key}: give a day as YYYY-MM-DD, got {text!r}", field=key)
+        dates[key] = value
+    canary_period_check(dates["start"], dates["end"])
+    return {"cluster": cluster, "team": team, **dates}
+
+
+def _steps(pairs: set[tuple[int, int]]) -> dict[tuple[int, int], list[AllocationStep]]:
+    steps: dict[tuple[int, int], list[AllocationStep]] = defaultdict(list)
+    versions = AllocationVersion.objects.filter(
+        allocation__team_namespace_id__in={ns for ns, _ in pairs}
+    ).values_list(
+        "allocation__team_namespace_id",
+        "allocation__resource_id",
+        "changed_at",
+        "guarantee",
+        "cap",
+    )
+    for ns_id, res_id, changed, guarantee, cap in versions.order_by("changed_at", "version"):
+        when: date = timezone.localtime(changed).date()
+        steps[(ns_id, res_id)].append(AllocationStep(when, guarantee, cap))
+    return steps
+
+
+@login_required
+def usage_page(request: HttpRequest) -> HttpResponse:
+    user = request.user
+    try:
+        p = _usage_params(user, request.GET)
+    except ValidationFailed as exc:
+        context = {"error": exc, "clusters": _clusters(), "teams": teams_visible_to(user)}
+        context["selected"] = {
+            k: request.GET.get(k, "") for k in ("cluster", "team", "start", "end")
+        }
+        return render(request, "quotas/usage.html", context, status=400)
+    cluster = p["cluster"]
+    canary, charts, truncated = [], [], False
+    if cluster is not None:
+        canary = canary_metrics(
+            user=user, cluster=cluster, team=p["team"], start=p["start"], end=p["end"]
+        )
+        visible = set(teams_visible_to(user).values_list("slug", flat=True))
+        days = [
+            d
+            for d in usage_daily_for(cluster=cluster, start=p["start"], end=p["end"])
+            if d.team in visible and (p["team"] is None or d.team == p["team"].slug)
+        ]
+        by_pair = defaultdict(list)
+        for d in days:
+            by_pair[(d.team_namespace_id, d.resource_id)].append(d)
+        steps = _steps(set(by_pair))
+        pairs = list(by_pair.items())
+        truncated = len(pairs) > MAX_CHARTED
+        for pair, rows in pairs[:MAX_CHARTED]:
+            first = rows[0]
+            charts.append(
+                {
+                    "title": f"{first.namespace} {first.resource}",
+                    "figures": usage_figures(
+                        title=first.namespace,
+                        unit="GPU" if "gpu" in first.resource else first.resource,
+                        days=rows,
+                        steps=steps.get(pair, []),
+                    ),
+                }
+            )
+    context = {
+        "clusters": _clusters(),
+        "teams": teams_visible_to(user).order_by("slug"),
+        "cluster": cluster,
+        "team": p["team"],
+        "start": p["start"],
+        "end": p["end"],
+        "selected": {
+            "cluster": cluster.name if cluster else "",
+            "team": p["team"].slug if p["team"] else "",
+            "start": p["start"].isoformat(),
+            "end": p["end"].isoformat(),
+        },
+        "canary": canary,
+        "charts": [{"id": f"chart-{i}", **c} for i, c in enumerate(charts)],
+        "chart_data": [
+            {"id": f"chart-{i}-{j}", "figure": f}
+            for i, c in enumerate(charts)
+            for j, f in enumerate(c["figures"])
+        ],
+        "truncated": truncated,
+        "fmt": fmt,
+    }
+    return render(request, "quotas/usage.html", context)

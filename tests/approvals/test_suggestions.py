@@ -1,0 +1,100 @@
+"""A suggestion becomes a quota request through request_create / request_submit: from the API
+and from the button of the suggestions page; leads of the team and admins only."""
+
+import pytest
+from django.test import Client
+from rest_framework.test import APIClient
+
+from approvals.models import QuotaRequest
+from portal.tokens import api_token_create
+from quotas.models import ClusterCapacity
+from tests.quotas.suggestions.conftest import june_suggestions_create, june_usage_create
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def june_suggestions(alloc_a, alloc_b, gpu, cluster):
+    june_usage_create(alloc_a, alloc_b, gpu)
+    return june_suggestions_create(cluster)
+
+
+def as_user(user) -> APIClient:
+    _, token = api_token_create(user=user, name="test")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client
+
+
+def url(suggestion) -> str:
+    return f"/api/v1/suggestions/{suggestion.pk}/request/"
+
+
+def test_a_lead_drafts_a_request_from_a_suggestion(june_suggestions, lead_a):
+    s = june_suggestions["team-a-training"]
+    response = as_user(lead_a).post(url(s), {}, format="json")
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["status"] == "draft" and body["team"] == "team-a"
+    [line] = body["lines"]
+    assert line["current"]["guarantee"] == "6" and line["current"]["cap"] == "10"
+    assert line["requested"]["guarantee"] == "3" and line["requested"]["cap"] == "4"
+    qr = QuotaRequest.objects.get(pk=body["id"])
+    assert "From the portal's suggestion for team-a-training" in qr.justification
+    assert "typical daily peak 3" in qr.justification
+    assert qr.requested_by == lead_a
+
+
+def test_submitted_at_once_it_goes_through_approval_like_any_other(
+    june_suggestions, lead_a, strict_policy
+):
+    s = june_suggestions["team-a-training"]
+    body = as_user(lead_a).post(url(s), {"submit": True}, format="json").json()
+    assert body["status"] == "submitted"
+
+
+def test_who_may(june_suggestions, member_a, other_team_lead, admin):
+    s = june_suggestions["team-a-training"]
+    member = as_user(member_a).post(url(s), {}, format="json")
+    assert member.status_code == 403 and "team-a" in member.json()["message"]
+    assert as_user(other_team_lead).post(url(s), {}, format="json").status_code == 404
+    assert as_user(admin).post(url(s), {}, format="json").status_code == 201
+    assert as_user(admin).post("/api/v1/suggestions/999999/request/", {}).status_code == 404
+
+
+def test_a_refused_submission_keeps_the_draft_and_says_which(june_suggestions, admin, lead_a):
+    b = june_suggestions["team-b-inference"]  # 4/6 -> 6/8
+    ClusterCapacity.objects.update(capacity=8)  # a's 6 + b's 6 > 8 since
+    response = as_user(admin).post(url(b), {"submit": True}, format="json")
+    assert response.status_code == 400
+    body = response.json()
+    assert body["extra"]["field"] == "guarantee" and "above its capacity 8" in body["message"]
+    assert QuotaRequest.objects.get(pk=body["extra"]["request"]).status == "draft"
+
+
+def test_the_page_button_posts_with_csrf_and_shows_the_request(june_suggestions, lead_a):
+    s = june_suggestions["team-a-training"]
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(lead_a)
+    page = client.get("/suggestions/")
+    assert f'data-testid="request-{s.pk}"' in page.content.decode()
+    assert client.post(f"/requests/from-suggestion/{s.pk}/", {"submit": "0"}).status_code == 403
+    token = page.cookies["csrftoken"].value
+    response = client.post(
+        f"/requests/from-suggestion/{s.pk}/", {"submit": "0", "csrfmiddlewaretoken": token}
+    )
+    qr = QuotaRequest.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/requests/{qr.pk}/"
+    assert qr.status == "draft"
+
+
+def test_the_page_refuses_members_and_hides_other_teams(june_suggestions, member_a, lead_a):
+    s, other = june_suggestions["team-a-training"], june_suggestions["team-b-inference"]
+    client = Client()
+    client.force_login(member_a)
+    assert f'data-testid="request-{s.pk}"' not in client.get("/suggestions/").content.decode()
+    assert client.post(f"/requests/from-suggestion/{s.pk}/", {"submit": "1"}).status_code == 403
+    client.force_login(lead_a)
+    assert client.post(f"/requests/from-suggestion/{other.pk}/").status_code == 404
+    assert client.get(f"/requests/from-suggestion/{s.pk}/").status_code == 405
+    assert not QuotaRequest.objects.exists()

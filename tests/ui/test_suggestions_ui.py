@@ -1,0 +1,35 @@
+"""In a real browser, offline: the usage page draws its plotly charts from the portal's own
+static files, and a lead turns a suggestion into a request with one click."""
+
+import pytest
+from playwright.sync_api import expect
+
+from approvals.models import QuotaRequest
+from tests.quotas.suggestions.conftest import june_suggestions_create, june_usage_create
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_charts_draw_offline_and_a_suggestion_becomes_a_request(
+    open_session, artifacts, alloc_a, alloc_b, gpu, cluster, lead_a
+):
+    june_usage_create(alloc_a, alloc_b, gpu)
+    suggestion = june_suggestions_create(cluster)["team-a-training"]
+    page = open_session("lead-a")
+    external = []
+    page.on(
+        "request",
+        lambda r: None if "127.0.0.1" in r.url or "localhost" in r.url else external.append(r.url),
+    )
+    page.goto("/usage/?cluster=demo&start=2025-06-01&end=2025-06-30")
+    expect(page.locator("#chart-0-0[data-drawn=true] .main-svg").first).to_be_visible()
+    expect(page.locator("#chart-0-1[data-drawn=true]")).to_have_count(1)
+    expect(page.locator("[data-testid=canary-team-a]")).to_contain_text("40")
+    page.screenshot(path=str(artifacts / "usage.png"), full_page=True)
+    assert external == []
+
+    page.click("text=Suggestions")
+    page.click(f"[data-testid=draft-{suggestion.pk}]")
+    expect(page.locator("[data-testid=status]")).to_have_text("draft")
+    qr = QuotaRequest.objects.get()
+    assert qr.lines.get().requested_cap == 4
