@@ -30,6 +30,14 @@ class QuotaRequest(models.Model):
         TEMPORARY = "temporary", "temporary"
 
     team = models.ForeignKey("quotas.Team", on_delete=models.PROTECT, related_name="requests")
+    # The suggestion this request was made from, if any: one open request per suggestion.
+    suggestion = models.ForeignKey(
+        "quotas.Suggestion",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_requests"
     )

@@ -34,6 +34,7 @@ from quotas.models import (
     ClusterCapacity,
     PriorityClass,
     Resource,
+    Suggestion,
     SyncRequest,
     Team,
     TeamMembership,
@@ -236,11 +237,13 @@ def request_create(
     starts_at: datetime | None = None,
     ends_at: datetime | None = None,
     submit: bool = False,
+    suggestion: Suggestion | None = None,
 ) -> QuotaRequest:
     """A draft request of a team (team leads for their own teams; platform admins for any).
 
     With submit, the draft is submitted in the same transaction: a refused submit leaves
-    nothing behind (no draft piles up from a failed attempt).
+    nothing behind (no draft piles up from a failed attempt). A request made from a
+    ``suggestion`` is refused while another one made from it is open or applied.
     """
     if not _may_request_for(acting_user, team):
         raise PermissionDenied(
@@ -252,6 +255,8 @@ def request_create(
     _check_dates(kind, starts_at, ends_at)
     usage_now = team_usage_now(team) if submit else None  # no network call under a lock
     with transaction.atomic():
+        if suggestion is not None:
+            _refuse_second_request_from(suggestion)
         request = QuotaRequest.objects.create(
             team=team,
             requested_by=acting_user,
@@ -259,6 +264,7 @@ def request_create(
             kind=kind,
             starts_at=starts_at,
             ends_at=ends_at,
+            suggestion=suggestion,
         )
         _build_lines(request, lines)
         if submit:
@@ -272,6 +278,27 @@ def request_create(
         if submit:
             request = request_submit(request=request, acting_user=acting_user, usage_now=usage_now)
     return request
+
+
+# A request made from a suggestion that ended in one of these leaves the suggestion open.
+_SUGGESTION_REUSABLE = (S.REJECTED, S.WITHDRAWN, S.REVOKED)
+
+
+def _refuse_second_request_from(suggestion: Suggestion) -> None:
+    """Locks the suggestion (first in the lock order) so two clicks at once make one request."""
+    Suggestion.objects.select_for_update().filter(pk=suggestion.pk).first()
+    earlier = (
+        QuotaRequest.objects.filter(suggestion=suggestion)
+        .exclude(status__in=_SUGGESTION_REUSABLE)
+        .order_by("pk")
+        .first()
+    )
+    if earlier is not None:
+        raise NotAllowed(
+            f"suggestion: already requested as #{earlier.pk} ({earlier.get_status_display()})",
+            field="suggestion",
+            extra={"request": earlier.pk, "request_status": earlier.status},
+        )
 
 
 def _lock_for_submit(request: QuotaRequest) -> None:

@@ -4,8 +4,7 @@ services as any other, so it is validated and approved like any other."""
 from django.contrib.auth.models import User
 
 from approvals.models import QuotaRequest
-from approvals.services import LineInput, request_create, request_submit
-from portal.errors import ApplicationError
+from approvals.services import LineInput, request_create
 from quotas.models import Allocation, Suggestion
 from quotas.rules import fmt
 
@@ -45,15 +44,15 @@ def request_from_suggestion(
     """A request of the suggestion's team for the suggested guarantee and cap (leads of the
     team and platform admins; request_create refuses anybody else). The allocation's per-pod
     max is kept (lowered to the new cap if above it) and so are its priority classes. With
-    ``submit`` it is submitted at once; when submission is refused the draft stays, and the
-    error says which request it is."""
+    ``submit`` it is submitted at once, and a refused submission leaves nothing behind, as for
+    any request. One open request per suggestion: a second is refused naming the first."""
     current = Allocation.objects.filter(
         team_namespace=suggestion.team_namespace, resource=suggestion.resource
     ).first()
     per_pod_max = None
     if current is not None and current.per_pod_max is not None:
         per_pod_max = min(current.per_pod_max, suggestion.suggested_cap) or None
-    draft = request_create(
+    return request_create(
         team=suggestion.team_namespace.team,
         acting_user=acting_user,
         justification=suggestion_justification(suggestion),
@@ -67,12 +66,6 @@ def request_from_suggestion(
                 priority_classes=tuple(current.priority_classes) if current else (),
             )
         ],
+        submit=submit,
+        suggestion=suggestion,
     )
-    if not submit:
-        return draft
-    try:
-        return request_submit(request=draft, acting_user=acting_user)
-    except ApplicationError as exc:
-        exc.extra.setdefault("request", draft.pk)
-        exc.extra.setdefault("request_status", QuotaRequest.Status.DRAFT)
-        raise

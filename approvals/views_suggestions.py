@@ -1,5 +1,6 @@
 """The button of the suggestions page: POST /requests/from-suggestion/<id>/ turns a suggestion
-into a draft or a submitted request, then shows that request."""
+into a draft or a submitted request, then shows that request (or the one made from it
+already)."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -8,6 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
+from approvals.selectors import requests_visible_to
 from approvals.suggestions import request_from_suggestion
 from portal.errors import ApplicationError, PermissionDenied
 from quotas.usage.suggestion_selectors import suggestions_visible_to
@@ -25,11 +27,11 @@ def suggestion_request(request: HttpRequest, pk: int) -> HttpResponse:
     except PermissionDenied as exc:
         raise DjangoPermissionDenied(exc.message) from None
     except ApplicationError as exc:
-        # Submission refused (e.g. a rule the plan breaks now): the draft is kept to be fixed.
-        messages.error(request, f"not submitted: {exc.message}")
-        draft = exc.extra.get("request")
-        if draft:
-            return redirect("requests-detail", pk=draft)
+        # Refused (a rule the plan breaks now, or already requested): nothing was made.
+        messages.error(request, f"not requested: {exc.message}")
+        earlier = exc.extra.get("request")
+        if earlier and requests_visible_to(request.user).filter(pk=earlier).exists():
+            return redirect("requests-detail", pk=earlier)
         return redirect("suggestions-list")
     verb = "submitted" if submit else "saved as a draft"
     messages.success(request, f"Request #{qr.pk} {verb} from the suggestion.")

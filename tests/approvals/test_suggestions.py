@@ -1,11 +1,17 @@
 """A suggestion becomes a quota request through request_create / request_submit: from the API
 and from the button of the suggestions page; leads of the team and admins only."""
 
+import threading
+
 import pytest
+from django.db import connection
 from django.test import Client
 from rest_framework.test import APIClient
 
 from approvals.models import QuotaRequest
+from approvals.services import request_withdraw
+from approvals.suggestions import request_from_suggestion
+from portal.errors import NotAllowed
 from portal.tokens import api_token_create
 from quotas.models import ClusterCapacity
 from tests.quotas.suggestions.conftest import june_suggestions_create, june_usage_create
@@ -62,14 +68,62 @@ def test_who_may(june_suggestions, member_a, other_team_lead, admin):
     assert as_user(admin).post("/api/v1/suggestions/999999/request/", {}).status_code == 404
 
 
-def test_a_refused_submission_keeps_the_draft_and_says_which(june_suggestions, admin, lead_a):
+def test_a_refused_submission_leaves_nothing_behind(june_suggestions, admin, lead_a):
     b = june_suggestions["team-b-inference"]  # 4/6 -> 6/8
     ClusterCapacity.objects.update(capacity=8)  # a's 6 + b's 6 > 8 since
+    before = QuotaRequest.objects.count()
     response = as_user(admin).post(url(b), {"submit": True}, format="json")
     assert response.status_code == 400
     body = response.json()
     assert body["extra"]["field"] == "guarantee" and "above its capacity 8" in body["message"]
-    assert QuotaRequest.objects.get(pk=body["extra"]["request"]).status == "draft"
+    assert QuotaRequest.objects.count() == before
+
+
+def test_one_open_request_per_suggestion(june_suggestions, lead_a):
+    s = june_suggestions["team-a-training"]
+    first = as_user(lead_a).post(url(s), {}, format="json")
+    assert first.status_code == 201
+    second = as_user(lead_a).post(url(s), {}, format="json")
+    assert second.status_code == 409
+    body = second.json()
+    assert body["extra"] == {
+        "field": "suggestion",
+        "request": first.json()["id"],
+        "request_status": "draft",
+    }
+    assert f"#{first.json()['id']}" in body["message"]
+    # Once that request is withdrawn, the suggestion may be requested again.
+    earlier = QuotaRequest.objects.get(pk=first.json()["id"])
+    request_withdraw(request=earlier, acting_user=lead_a)
+    assert as_user(lead_a).post(url(s), {}, format="json").status_code == 201
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_clicks_at_once_make_one_request(lead_a, alloc_a, alloc_b, gpu, cluster):
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks need PostgreSQL")
+    june_usage_create(alloc_a, alloc_b, gpu)
+    s = june_suggestions_create(cluster)["team-a-training"]
+    barrier = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def click() -> None:
+        try:
+            barrier.wait()
+            request_from_suggestion(suggestion=s, acting_user=lead_a, submit=False)
+            outcomes.append("made")
+        except NotAllowed:
+            outcomes.append("refused")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=click) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["made", "refused"]
+    assert QuotaRequest.objects.filter(suggestion=s).count() == 1
 
 
 def test_the_page_button_posts_with_csrf_and_shows_the_request(june_suggestions, lead_a):
