@@ -336,7 +336,7 @@ def test_an_older_generation_never_overwrites_a_newer_one(demo, kube_sandbox):
     live["metadata"]["annotations"][GENERATION_ANNOTATION] = str(newer)
     live["spec"]["hard"][GPU_QUOTA] = "9"  # what the newer sync wrote
     kube.replace(live)
-    run = sync(cluster)
+    run = sync(cluster, SyncRun.Trigger.RECONCILE)
     assert run.counts.get("fenced") == 1
     assert (
         kube.get("v1", "ResourceQuota", "team-a-training", "gpu-quota")["spec"]["hard"][GPU_QUOTA]
