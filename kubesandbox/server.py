@@ -291,13 +291,15 @@ class _Handler(BaseHTTPRequestHandler):
         sandbox = self.server.sandbox
         discovery = sandbox.discovery
         segments = [s for s in path.split("/") if s]
+        if segments[:1] == ["apis"] and "/".join(segments[1:3]) in sandbox.omit_api_versions:
+            raise _not_found_path()
         if method in ("GET", "HEAD"):
             if path == "/version":
                 return _Answer(200, SERVER_VERSION)
             if path == "/api":
                 return _Answer(200, discovery.api_versions(f"{sandbox.host}:{sandbox.port}"))
             if path == "/apis":
-                return _Answer(200, discovery.api_group_list())
+                return _Answer(200, _omitting(discovery.api_group_list(), sandbox))
             if path == "/openapi/v3":
                 return _Answer(200, discovery.openapi_index())
             if path.startswith("/openapi/v3/"):
@@ -315,6 +317,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return _Answer(200, listed)
             if segments[:1] == ["apis"] and len(segments) == 2:
                 group = discovery.api_group(segments[1])
+                if group is not None and sandbox.omit_api_versions:
+                    [group] = _omitting({"groups": [group]}, sandbox)["groups"] or [None]
                 if group is None:
                     raise _not_found_path()
                 return _Answer(200, group)
@@ -401,6 +405,20 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
 
+def _omitting(group_list: dict[str, Any], sandbox: SandboxServer) -> dict[str, Any]:
+    """A discovery group list without the group-versions the sandbox is told to omit."""
+    if not sandbox.omit_api_versions:
+        return group_list
+    groups = []
+    for group in group_list.get("groups", []):
+        versions = [
+            v for v in group["versions"] if v["groupVersion"] not in sandbox.omit_api_versions
+        ]
+        if versions:
+            groups.append({**group, "versions": versions, "preferredVersion": versions[0]})
+    return {**group_list, "groups": groups}
+
+
 def _not_found_path() -> errors.ApiError:
     return errors.ApiError(404, "NotFound", "the server could not find the requested resource", {})
 
@@ -443,8 +461,12 @@ class SandboxServer:
         port: int = 0,
         state_file: str | os.PathLike[str] | None = None,
         token: str | None = None,
+        omit_api_versions: tuple[str, ...] = (),
     ) -> None:
         self.host = host
+        # Group-versions this server pretends not to serve (a scheduler not installed, or an
+        # older one): left out of discovery, and every path below them answers 404.
+        self.omit_api_versions = frozenset(omit_api_versions)
         self._requested_port = port
         self.token = token or None
         self.stats = Stats()

@@ -171,14 +171,15 @@ def backend_problems(plan: ClusterPlan, client: KubeClient, api_versions) -> lis
     problems = []
     needed: dict[str, set[str]] = {}
     for api_version, kind in api_versions:
-        if api_version != "v1":
+        # Kubernetes' own groups are served by every supported version; schedulers' are not.
+        if api_version in BACKEND_APIS:
             needed.setdefault(api_version, set()).add(KINDS[(api_version, kind)].plural)
     for api_version, plurals in sorted(needed.items()):
         served = client.served_resources(api_version)
         missing = sorted(plurals - (served or set()))
         if not missing:
             continue
-        name, hint = BACKEND_APIS.get(api_version, (api_version.split("/")[0], ""))
+        name, hint = BACKEND_APIS[api_version]
         what = api_version if served is None else f"{', '.join(missing)} in {api_version}"
         message = (
             f"{name} is enabled for cluster {plan.name} but the API server does not serve {what}"
@@ -187,7 +188,7 @@ def backend_problems(plan: ClusterPlan, client: KubeClient, api_versions) -> lis
             {
                 "backend": name,
                 "api_version": api_version,
-                "message": f"{message} ({hint})" if hint else message,
+                "message": f"{message} ({hint})",
             }
         )
     return problems
