@@ -215,8 +215,11 @@ class KubeClient:
         query = {"fieldManager": field_manager, **_write_query(dry_run)}
         if force:
             query["force"] = "true"
+        # Serialized here (JSON is YAML): the client then passes the bytes through instead of
+        # walking the object to sanitize it and encoding it again (the bulk of every sync).
+        body = json.dumps(obj, separators=(",", ":")).encode()
         return self.request(
-            "PATCH", path, query=query, body=obj, content_type="application/apply-patch+yaml"
+            "PATCH", path, query=query, body=body, content_type="application/apply-patch+yaml"
         )
 
     def patch_json(
