@@ -15,6 +15,7 @@ from django.urls import path, reverse
 
 from portal.errors import ApplicationError
 from quotas.kube.client import KubeError
+from quotas.kube.status import cluster_backend_problems
 from quotas.kube.sync import cluster_preview
 from quotas.models import (
     Allocation,
@@ -101,7 +102,7 @@ class ClusterAdmin(admin.ModelAdmin):
     search_fields = ["name", "display_name", "description"]
     inlines = [ClusterCapacityInline, TeamNamespaceInline]
     actions = ["sync_now", "mode_enforce", "mode_report_only", "mode_shadow"]
-    readonly_fields = ["sync_mode", "plan_generation", "preview_link"]
+    readonly_fields = ["sync_mode", "plan_generation", "preview_link", "backend_problems"]
     fieldsets = [
         (None, {"fields": ["name", "display_name", "description", "environment"]}),
         (
@@ -128,6 +129,7 @@ class ClusterAdmin(admin.ModelAdmin):
                     "kueue_memory_pool_gib",
                     "yunikorn_namespace",
                     "preview_link",
+                    "backend_problems",
                 ],
                 "description": "Switch the mode with the actions of the cluster list, so every "
                 "change is audited.",
@@ -143,6 +145,15 @@ class ClusterAdmin(admin.ModelAdmin):
 
         url = reverse("admin:quotas_cluster_preview", args=[obj.pk])
         return format_html('<a href="{}">Preview what a sync would change</a>', url)
+
+    @admin.display(description="scheduler problems (last sync)")
+    def backend_problems(self, obj: Cluster) -> str:
+        from django.utils.html import format_html_join
+
+        problems = cluster_backend_problems(cluster_ids=[obj.pk]).get(obj.pk) if obj.pk else None
+        if not problems:
+            return "-"
+        return format_html_join("", "<p>{}</p>", ((p["message"],) for p in problems))
 
     def get_urls(self):
         return [

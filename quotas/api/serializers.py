@@ -75,6 +75,7 @@ class ClusterSerializer(serializers.ModelSerializer):
     backends = serializers.ListField(child=serializers.CharField(), read_only=True)
     max_cap_share = AmountField(source="effective_max_cap_share")
     resources = serializers.SerializerMethodField()
+    backend_problems = serializers.SerializerMethodField()
 
     class Meta:
         model = Cluster
@@ -87,7 +88,12 @@ class ClusterSerializer(serializers.ModelSerializer):
             "max_cap_share",
             "plan_generation",
             "resources",
+            "backend_problems",
         ]
+
+    def get_backend_problems(self, cluster: Cluster) -> list[dict]:
+        """Schedulers enabled for the cluster that its API server does not serve."""
+        return self.context.get("backend_problems", {}).get(cluster.pk, [])
 
     def get_resources(self, cluster: Cluster) -> list[dict]:
         lines = self.context["capacity"].get(cluster.name, [])

@@ -12,6 +12,7 @@ from quotas.api.serializers import (
     FindingSerializer,
     TeamSerializer,
 )
+from quotas.kube.status import cluster_backend_problems
 from quotas.models import Cluster
 from quotas.roles import sees_everything
 from quotas.selectors import (
@@ -86,6 +87,7 @@ class ClusterList(generics.ListAPIView):
         for line in capacity_summary():
             by_cluster[line.cluster].append(line)
         context["capacity"] = by_cluster
+        context["backend_problems"] = cluster_backend_problems()
         return context
 
 

@@ -223,15 +223,63 @@ class KubeClient:
         query = {"fieldManager": field_manager, **_write_query(dry_run)}
         if force:
             query["force"] = "true"
+        # Serialized here (JSON is YAML): the client then passes the bytes through instead of
+        # walking the object to sanitize it and encoding it again (the bulk of every sync).
+        body = json.dumps(obj, separators=(",", ":")).encode()
         return self.request(
-            "PATCH", path, query=query, body=obj, content_type="application/apply-patch+yaml"
+            "PATCH", path, query=query, body=body, content_type="application/apply-patch+yaml"
+        )
+
+    def patch_json(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        operations: "list[dict]",
+        *,
+        field_manager: str,
+        dry_run: bool = False,
+    ) -> dict:
+        """JSON patch (RFC 6902): a `test` operation on /metadata/resourceVersion makes it
+        conditional on the object being unchanged since it was read."""
+        path = object_path(api_version, kind, namespace, name)
+        query = {"fieldManager": field_manager, **_write_query(dry_run)}
+        return self.request(
+            "PATCH", path, query=query, body=operations, content_type="application/json-patch+json"
         )
 
     def delete(
-        self, api_version: str, kind: str, namespace: str, name: str, *, dry_run: bool = False
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        *,
+        resource_version: str | None = None,
+        dry_run: bool = False,
     ) -> None:
+        """DELETE; with `resource_version`, an object changed since it was read gets a
+        KubeConflict instead of being deleted."""
         path = object_path(api_version, kind, namespace, name)
-        self.request("DELETE", path, query=_write_query(dry_run))
+        body = None
+        if resource_version:
+            body = {
+                "apiVersion": "v1",
+                "kind": "DeleteOptions",
+                "preconditions": {"resourceVersion": resource_version},
+            }
+        self.request("DELETE", path, query=_write_query(dry_run), body=body)
+
+    def served_resources(self, api_version: str) -> set[str] | None:
+        """Discovery: the resource names the API server serves in a group-version (e.g.
+        {"clusterqueues", ...} for kueue.x-k8s.io/v1beta2), or None when it serves none."""
+        path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        try:
+            result = self.request("GET", path)
+        except KubeNotFound:
+            return None
+        return {r.get("name", "") for r in (result or {}).get("resources", [])}
 
 
 def _write_query(dry_run: bool) -> dict[str, str]:

@@ -1,12 +1,12 @@
 """Comparing desired objects with live ones, looking only at the fields the portal owns.
 
-API servers and controllers add fields of their own (defaults, status, other labels); those are
-never a difference. What the portal owns is: its labels and annotations, and every other
-top-level section it renders (spec, data, value, ...). ConfigMap data is owned key by key, since
-the portal shares `yunikorn-configs` with YuniKorn's own settings.
+The portal writes with server-side apply under one field manager, so what it owns is what it
+applied: its labels and annotations and the fields of the sections it renders (spec, data,
+value, ...), map key by map key. Fields others set (defaults, status, an operator's
+`stopPolicy`, a `pods:` quota added by hand, YuniKorn's own keys in `yunikorn-configs`) are
+never a difference and never overwritten. Lists are compared whole (they are atomic).
 """
 
-import copy
 from typing import Any
 
 IGNORED_TOP_LEVEL = frozenset({"apiVersion", "kind", "metadata", "status"})
@@ -98,21 +98,12 @@ def _normal(value: Any) -> Any:
     return value
 
 
-def merged_for_write(live: dict, desired: dict) -> dict:
-    """The object to PUT: live as it is, with the portal's owned fields set to desired."""
-    body = copy.deepcopy(live)
-    body.pop("status", None)
-    meta = body.setdefault("metadata", {})
-    dmeta = desired.get("metadata", {})
-    for key in ("labels", "annotations"):
-        if dmeta.get(key):
-            meta[key] = {**(meta.get(key) or {}), **dmeta[key]}
-    for key, value in desired.items():
-        if key in IGNORED_TOP_LEVEL:
-            continue
-        if key in MERGED_SECTIONS and isinstance(body.get(key), dict):
-            body[key] = {**body[key], **value}
-        else:
-            body[key] = copy.deepcopy(value)
-    body["apiVersion"], body["kind"] = desired["apiVersion"], desired["kind"]
-    return body
+def union_shape(old: Any, new: Any) -> Any:
+    """Both owned views in one shape (`new` wins on leaves): comparing the live object at
+    this shape also finds fields the portal wrote before but no longer wants."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        merged = dict(old)
+        for key, value in new.items():
+            merged[key] = union_shape(old[key], value) if key in old else value
+        return merged
+    return new

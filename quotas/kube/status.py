@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db.models import Count, Q
+from django.db.models import Count, JSONField, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from quotas.models import Cluster, DriftEvent, SyncRequest, SyncRun
@@ -17,12 +17,33 @@ class ClusterSyncStatus:
     failed: int
     drift_recent: int
     last_error: str
+    # From discovery in the last run: one message per scheduler the API server does not serve.
+    backend_problems: list[dict]
 
     @property
     def healthy(self) -> bool:
         return self.failed == 0 and (
             self.last_run is None or self.last_run.status != SyncRun.Status.FAILED
         )
+
+
+def cluster_backend_problems(*, cluster_ids: list[int] | None = None) -> dict[int, list[dict]]:
+    """Per cluster, the schedulers its API server did not serve in the last finished sync
+    (previews left out); clusters without problems are absent."""
+    last = (
+        SyncRun.objects.filter(cluster=OuterRef("pk"))
+        .exclude(trigger=SyncRun.Trigger.PREVIEW)
+        .exclude(status=SyncRun.Status.RUNNING)
+        .order_by("-started_at")
+        .values("backend_problems")[:1]
+    )
+    clusters = Cluster.objects.all()
+    if cluster_ids is not None:
+        clusters = clusters.filter(pk__in=cluster_ids)
+    rows = clusters.annotate(problems=Subquery(last, output_field=JSONField())).values_list(
+        "pk", "problems"
+    )
+    return {pk: problems for pk, problems in rows if problems}
 
 
 def cluster_sync_status(*, drift_days: int = 7) -> list[ClusterSyncStatus]:
@@ -40,6 +61,7 @@ def cluster_sync_status(*, drift_days: int = 7) -> list[ClusterSyncStatus]:
         .values_list("cluster_id")
         .annotate(n=Count("id"))
     )
+    problems = cluster_backend_problems()
     rows = []
     for cluster in clusters:
         last_run = (
@@ -63,6 +85,7 @@ def cluster_sync_status(*, drift_days: int = 7) -> list[ClusterSyncStatus]:
                 failed=counts.get("failed", 0),
                 drift_recent=drift.get(cluster.id, 0),
                 last_error=last_failed or "",
+                backend_problems=problems.get(cluster.id, []),
             )
         )
     return rows

@@ -21,13 +21,23 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from quotas.kube.client import KINDS, KubeClient, KubeConflict, KubeError, client_for_cluster
-from quotas.kube.diff import differences, live_view, merged_for_write, owned
+from quotas.kube.client import (
+    KINDS,
+    KubeClient,
+    KubeConflict,
+    KubeError,
+    KubeNotFound,
+    client_for_cluster,
+)
+from quotas.kube.diff import differences, live_view, owned, union_shape
+from quotas.kube.order import DELETE, Step, write_order
 from quotas.kube.plan import AllocationChange, ClusterPlan, cluster_plan, plan_with_changes
 from quotas.kube.render import (
     CLUSTER_LABEL,
     GENERATION_ANNOTATION,
     MANAGED_BY_LABEL,
+    TEAM_LABEL,
+    YUNIKORN_QUEUES_KEY,
     object_key,
     render_cluster,
 )
@@ -113,6 +123,7 @@ class Outcome:
     applied: dict | None = None  # owned view now in the cluster (for ManagedObject)
     drift: list = field(default_factory=list)
     drift_restored: bool = False
+    live: dict | None = None  # the object as the API server answered the write
 
 
 def _generation_of(live: dict | None) -> int:
@@ -131,8 +142,67 @@ def _with_generation(obj: dict, generation: int) -> dict:
     return {**obj, "metadata": {**meta, "annotations": annotations}}
 
 
+def _is_ours(live: dict, plan: ClusterPlan) -> bool:
+    labels = (live.get("metadata") or {}).get("labels") or {}
+    return (
+        labels.get(MANAGED_BY_LABEL) == plan.managed_by and labels.get(CLUSTER_LABEL) == plan.name
+    )
+
+
+def _pointer(*parts: str) -> str:
+    """A JSON pointer (RFC 6901) from path parts."""
+    return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+# Group-versions of the schedulers: (backend name, what to install when it is missing).
+BACKEND_APIS = {
+    "scheduling.volcano.sh/v1beta1": ("Volcano", "install Volcano with its CRDs"),
+    "kueue.x-k8s.io/v1beta2": ("Kueue", "Kueue v0.15 or newer is needed"),
+}
+# Kinds shared with their owner: pruning removes only the portal's keys, never the object.
+SHARED_KINDS = frozenset({("v1", "ConfigMap")})
+# Beyond this many objects of a kind to read, one LIST is cheaper than a GET each.
+LIST_ABOVE = 20
+
+
+def backend_problems(plan: ClusterPlan, client: KubeClient, api_versions) -> list[dict]:
+    """Discovery before anything is written: one message per group-version the plan needs
+    but the API server does not serve (a scheduler not installed, or too old)."""
+    problems = []
+    needed: dict[str, set[str]] = {}
+    for api_version, kind in api_versions:
+        # Kubernetes' own groups are served by every supported version; schedulers' are not.
+        if api_version in BACKEND_APIS:
+            needed.setdefault(api_version, set()).add(KINDS[(api_version, kind)].plural)
+    for api_version, plurals in sorted(needed.items()):
+        served = client.served_resources(api_version)
+        missing = sorted(plurals - (served or set()))
+        if not missing:
+            continue
+        name, hint = BACKEND_APIS[api_version]
+        what = api_version if served is None else f"{', '.join(missing)} in {api_version}"
+        message = (
+            f"{name} is enabled for cluster {plan.name} but the API server does not serve {what}"
+        )
+        problems.append(
+            {
+                "backend": name,
+                "api_version": api_version,
+                "message": f"{message} ({hint})",
+            }
+        )
+    return problems
+
+
 class ClusterSyncer:
-    """Compares and writes the objects of one plan; no database writes happen in here."""
+    """Compares and writes the objects of one plan; no database writes happen in here.
+
+    Every write is a server-side apply with the portal's one field manager, so fields other
+    managers own stay as they are. With `only_changed`, objects whose desired fields equal
+    what the portal last applied (its ManagedObject record) are neither read nor written: a
+    sync after an approval costs what the approval changed; the periodic reconcile compares
+    everything and finds drift.
+    """
 
     def __init__(
         self,
@@ -143,6 +213,7 @@ class ClusterSyncer:
         managed: dict[Key, dict],
         renew=lambda: None,
         dry_run: bool = False,
+        only_changed: bool = False,
     ):
         self.plan = plan
         self.mode = mode
@@ -150,40 +221,102 @@ class ClusterSyncer:
         self.managed = managed
         self.renew = renew
         self.dry_run = dry_run
+        self.only_changed = only_changed
+        self.field_manager = plan.managed_by
         self.writes = 0
+        self.problems: list[dict] = []
 
-    def live_objects(self) -> dict[Key, dict]:
+    def live_objects(self, skip_versions: set[str]) -> dict[Key, dict]:
         selector = f"{MANAGED_BY_LABEL}={self.plan.managed_by},{CLUSTER_LABEL}={self.plan.name}"
         live: dict[Key, dict] = {}
         for api_version, kind in KINDS:
-            if kind == "Pod":
+            if kind == "Pod" or api_version in skip_versions:
                 continue
-            try:
-                items = self.client.list(api_version, kind, label_selector=selector)
-            except KubeError as exc:
-                if exc.status == 404:  # the scheduler's CRD is not installed here
-                    continue
-                raise
-            for item in items:
+            for item in self._list(api_version, kind, selector):
                 live[object_key(item)] = item
         return live
 
+    def _list(self, api_version: str, kind: str, selector: str) -> list[dict]:
+        try:
+            return self.client.list(api_version, kind, label_selector=selector)
+        except KubeError as exc:
+            if exc.status == 404:  # the scheduler's CRD is not installed here
+                return []
+            raise
+
+    def read_objects(self, keys: list[Key]) -> dict[Key, dict]:
+        """The live objects of `keys` (missing ones left out): a GET each, or one LIST per
+        kind when many objects of it are wanted."""
+        by_kind: dict[tuple[str, str], list[Key]] = {}
+        for key in keys:
+            by_kind.setdefault((key[0], key[1]), []).append(key)
+        selector = f"{MANAGED_BY_LABEL}={self.plan.managed_by},{CLUSTER_LABEL}={self.plan.name}"
+        live: dict[Key, dict] = {}
+        for (api_version, kind), wanted in by_kind.items():
+            if len(wanted) > LIST_ABOVE:
+                found = {object_key(o): o for o in self._list(api_version, kind, selector)}
+                live.update({k: found[k] for k in wanted if k in found})
+                continue
+            for key in wanted:
+                obj = self.client.get(*key)
+                if obj is not None:
+                    obj.setdefault("apiVersion", api_version)
+                    obj.setdefault("kind", kind)
+                    live[key] = obj
+        return live
+
     def run(self) -> list[Outcome]:
-        desired = render_cluster(self.plan)
+        rendered = render_cluster(self.plan)
+        self.problems = backend_problems(
+            self.plan, self.client, {(o["apiVersion"], o["kind"]) for o in rendered}
+        )
+        # Objects of a scheduler the API server does not serve are neither written nor pruned.
+        unserved = {p["api_version"] for p in self.problems}
+        desired = [o for o in rendered if o["apiVersion"] not in unserved]
         shadow_keys: set[Key] = set()
         for ns in self.plan.namespaces:
             if ns.shadow:
                 shadow_keys |= {object_key(o) for o in render_namespace_objects(self.plan, ns)}
-        live = self.live_objects()
+        wanted = {object_key(o) for o in desired}
+        outcomes: list[Outcome] = []
+        if self.only_changed:
+            to_compare = []
+            for obj in desired:
+                key = object_key(obj)
+                if key not in shadow_keys and self.managed.get(key) == owned(obj):
+                    # As the portal last applied it; drift is the reconcile's business.
+                    outcomes.append(Outcome(key, Action.UNCHANGED))
+                else:
+                    to_compare.append(obj)
+            gone = [k for k in self.managed if k not in wanted and k[0] not in unserved]
+            live = self.read_objects([object_key(o) for o in to_compare] + gone)
+            prune = [k for k in gone if k in live and _is_ours(live[k], self.plan)]
+            # Already gone from the cluster: only the record is left to drop.
+            outcomes += [Outcome(k, Action.DELETED) for k in gone if k not in live]
+        else:
+            to_compare = desired
+            live = self.live_objects(unserved)
+            prune = sorted(k for k in live if k not in wanted)
+        outcomes += self._execute(write_order(to_compare, live, prune), live, shadow_keys)
+        return outcomes
+
+    def _execute(self, steps: list[Step], live: dict[Key, dict], shadow_keys) -> list[Outcome]:
         outcomes: list[Outcome] = []
         failed_namespaces: set[str] = set()
+        created_namespaces: set[str] = set()  # by this dry run: they do not exist yet
+        stopped: set[Key] = set()  # an intermediate write failed: the full one waits
         renew_every = settings.SYNC_LEASE_SECONDS * RENEW_AFTER_SHARE
         renew_at = time.monotonic() + renew_every
-        for obj in desired:
+        for step in steps:
             if time.monotonic() >= renew_at:
                 self.renew()
                 renew_at = time.monotonic() + renew_every
-            key = object_key(obj)
+            key = step.key
+            if step.op == DELETE:
+                outcomes.append(self.prune(key, live[key]))
+                continue
+            if key in stopped:
+                continue
             namespace = key[2]
             if namespace and namespace in failed_namespaces:
                 outcomes.append(
@@ -195,17 +328,30 @@ class ClusterSyncer:
                     )
                 )
                 continue
-            outcome = self.sync_object(obj, live.get(key), shadow=key in shadow_keys)
-            if outcome.action == Action.ERROR and key[1] == "Namespace":
-                failed_namespaces.add(key[3])
+            outcome = self.sync_object(
+                step.obj,
+                live.get(key),
+                shadow=key in shadow_keys,
+                new_namespace=namespace in created_namespaces,
+            )
+            if outcome.live is not None and not self.dry_run:
+                live[key] = outcome.live
+            if step.intermediate:
+                if outcome.action in (Action.ERROR, Action.FENCED):
+                    stopped.add(key)
+                    outcomes.append(outcome)
+                continue
+            if key[1] == "Namespace":
+                if outcome.action == Action.ERROR:
+                    failed_namespaces.add(key[3])
+                elif outcome.action == Action.CREATED and self.dry_run:
+                    created_namespaces.add(key[3])
             outcomes.append(outcome)
-        wanted = {object_key(o) for o in desired}
-        for key, obj in sorted(live.items(), reverse=True):  # namespaced objects before others
-            if key not in wanted:
-                outcomes.append(self.prune(key, obj))
         return outcomes
 
-    def sync_object(self, obj: dict, live: dict | None, *, shadow: bool) -> Outcome:
+    def sync_object(
+        self, obj: dict, live: dict | None, *, shadow: bool, new_namespace: bool = False
+    ) -> Outcome:
         key = object_key(obj)
         desired_view = owned(obj)
         applied_view = self.managed.get(key)
@@ -217,11 +363,17 @@ class ClusterSyncer:
             try:
                 return self._write(key, obj, desired_view, live, changes, drift)
             except KubeConflict:
-                # Created or changed since we read it: read again and decide again.
+                # Changed since we read it (or written by a newer sync): read and decide again.
                 try:
                     live = self.client.get(*key)
                 except KubeError as exc:
                     return Outcome(key, Action.ERROR, error=str(exc), transient=exc.transient)
+            except KubeNotFound as exc:
+                if self.dry_run and new_namespace:
+                    # A dry run cannot create into a namespace the same dry run only pretended
+                    # to create (a real API server answers 404): it will be created.
+                    return Outcome(key, Action.CREATED, diff=changes, drift=drift)
+                return Outcome(key, Action.ERROR, error=str(exc), transient=exc.transient)
             except KubeError as exc:
                 return Outcome(key, Action.ERROR, error=str(exc), transient=exc.transient)
         return Outcome(key, Action.ERROR, error="kept conflicting; retried later", transient=True)
@@ -242,11 +394,13 @@ class ClusterSyncer:
                 drift = [{"path": "", "old": "present", "new": "deleted"}]
             else:
                 drift = differences(applied_view, live_view(live, applied_view))
-        changes = (
-            differences(live_view(live, desired_view), desired_view)
-            if live is not None
-            else differences({}, desired_view)
-        )
+        if live is None:
+            changes = differences({}, desired_view)
+        else:
+            # At the shape of both views: a field the portal applied before and no longer
+            # wants is a change too (the apply removes it).
+            shape = union_shape(applied_view or {}, desired_view)
+            changes = differences(live_view(live, shape), desired_view)
         if live is not None and not changes:
             return Outcome(key, Action.UNCHANGED, applied=desired_view)
         if _generation_of(live) > self.plan.generation:
@@ -268,12 +422,16 @@ class ClusterSyncer:
         drift: list,
     ) -> Outcome:
         body = _with_generation(obj, self.plan.generation)
-        if live is None:
-            result = self.client.create(body, dry_run=self.dry_run)
-        else:
-            merged = merged_for_write(live, body)
-            merged["metadata"]["resourceVersion"] = live["metadata"].get("resourceVersion")
-            result = self.client.replace(merged, dry_run=self.dry_run)
+        if live is not None:
+            # The fence: the apply fails with 409 if the object changed since it was read
+            # (maybe by a newer sync), and is then read and decided again.
+            body["metadata"] = {
+                **body["metadata"],
+                "resourceVersion": live["metadata"].get("resourceVersion"),
+            }
+        result = self.client.apply(
+            body, field_manager=self.field_manager, force=True, dry_run=self.dry_run
+        )
         if self.dry_run:
             # What the API server says the object would become.
             before = live_view(live, desired_view) if live is not None else {}
@@ -289,7 +447,13 @@ class ClusterSyncer:
         else:
             action = Action.UPDATED
         return Outcome(
-            key, action, diff=changes, applied=desired_view, drift=drift, drift_restored=bool(drift)
+            key,
+            action,
+            diff=changes,
+            applied=desired_view,
+            drift=drift,
+            drift_restored=bool(drift),
+            live=result,
         )
 
     def prune(self, key: Key, live: dict) -> Outcome:
@@ -300,14 +464,51 @@ class ClusterSyncer:
             return Outcome(key, Action.SHADOW, diff=[{"path": "", "old": "present", "new": None}])
         if _generation_of(live) > self.plan.generation:
             return Outcome(key, Action.FENCED)
+        resource_version = live["metadata"].get("resourceVersion")
+        diff: list = []
         try:
-            self.client.delete(*key, dry_run=self.dry_run)
+            if (key[0], key[1]) in SHARED_KINDS:
+                diff = self._release(key, live)
+            else:
+                self.client.delete(*key, resource_version=resource_version, dry_run=self.dry_run)
+        except KubeConflict as exc:
+            # Changed since it was read: the next sync looks again.
+            return Outcome(key, Action.ERROR, error=str(exc), transient=True)
         except KubeError as exc:
             if exc.status == 404:
                 return Outcome(key, Action.DELETED)
             return Outcome(key, Action.ERROR, error=str(exc), transient=exc.transient)
         self.writes += 1
-        return Outcome(key, Action.DELETED)
+        return Outcome(key, Action.DELETED, diff=diff)
+
+    def _release(self, key: Key, live: dict) -> list[dict]:
+        """Take the portal's keys, labels and annotation off a shared object (YuniKorn's
+        ConfigMap holds the scheduler's own settings too); the object stays."""
+        meta = live.get("metadata") or {}
+        owned_data = (self.managed.get(key) or {}).get("data") or {YUNIKORN_QUEUES_KEY: ""}
+        operations = [
+            {
+                "op": "test",
+                "path": "/metadata/resourceVersion",
+                "value": meta.get("resourceVersion"),
+            }
+        ]
+        diff = []
+        for name in sorted(owned_data):
+            if name in (live.get("data") or {}):
+                operations.append({"op": "remove", "path": _pointer("data", name)})
+                diff.append({"path": f"data.{name}", "old": "present", "new": None})
+        for section, names in (
+            ("labels", (MANAGED_BY_LABEL, CLUSTER_LABEL, TEAM_LABEL)),
+            ("annotations", (GENERATION_ANNOTATION,)),
+        ):
+            for name in names:
+                if name in (meta.get(section) or {}):
+                    operations.append({"op": "remove", "path": _pointer("metadata", section, name)})
+        self.client.patch_json(
+            *key, operations, field_manager=self.field_manager, dry_run=self.dry_run
+        )
+        return diff
 
 
 # --- a whole cluster ----------------------------------------------------------------------
@@ -353,14 +554,16 @@ def cluster_sync(
             (m.api_version, m.kind, m.namespace, m.name): m.applied
             for m in ManagedObject.objects.filter(cluster_id=cluster_id)
         }
-        outcomes, error, transient = _run_syncer(
+        outcomes, problems, error, transient = _run_syncer(
             cluster=cluster,
             plan=plan,
             managed=managed,
             client=client,
             renew=lambda: lease_renew(cluster_id, holder, epoch),
+            # After an approval, compare only what changed; the reconcile compares all.
+            only_changed=trigger == SyncRun.Trigger.CHANGE,
         )
-        _record(run, cluster_id, plan, outcomes, error, request_ids, started)
+        _record(run, cluster_id, plan, outcomes, problems, error, request_ids, started)
         if (error or any(o.action == Action.ERROR for o in outcomes)) and transient:
             raise TransientSyncError(error or run.error)
         return run
@@ -368,28 +571,41 @@ def cluster_sync(
         lease_release(cluster_id, holder, epoch)
 
 
-def _run_syncer(*, cluster, plan, managed, client, renew) -> tuple[list[Outcome], str, bool]:
-    """Run the comparison and writes; returns (outcomes, error of the whole run, transient)."""
+def _run_syncer(
+    *, cluster, plan, managed, client, renew, only_changed
+) -> tuple[list[Outcome], list[dict], str, bool]:
+    """Run the comparison and writes; returns (outcomes, backend problems, error of the whole
+    run, transient)."""
     own_client = client is None
+    syncer = None
     try:
         if own_client:
             client = client_for_cluster(cluster, timeout=settings.KUBE_REQUEST_TIMEOUT)
         syncer = ClusterSyncer(
-            plan=plan, mode=cluster.sync_mode, client=client, managed=managed, renew=renew
+            plan=plan,
+            mode=cluster.sync_mode,
+            client=client,
+            managed=managed,
+            renew=renew,
+            only_changed=only_changed,
         )
         outcomes = syncer.run()
     except LeaseLost as exc:
-        return [], str(exc), True
+        return [], [], str(exc), True
     except KubeError as exc:
-        return [], str(exc), exc.transient
+        return [], syncer.problems if syncer else [], str(exc), exc.transient
     except Exception as exc:
         # A broken kubeconfig, a bug: recorded as a failed run instead of a run stuck "running".
         log.exception("sync of cluster %s failed", cluster.name)
-        return [], f"{type(exc).__name__}: {exc}"[:2000], False
+        return [], [], f"{type(exc).__name__}: {exc}"[:2000], False
     finally:
         if own_client and client is not None:
             client.close()
-    return outcomes, "", any(o.transient for o in outcomes)
+    problems = syncer.problems
+    # A missing scheduler is not fixed by retrying soon: the run fails, not transiently.
+    transient = any(o.transient for o in outcomes)
+    error = "; ".join(p["message"] for p in problems)
+    return outcomes, problems, error, transient
 
 
 def _key_fields(key: Key) -> dict[str, str]:
@@ -397,15 +613,16 @@ def _key_fields(key: Key) -> dict[str, str]:
     return dict(zip(("api_version", "kind", "namespace", "name"), key, strict=True))
 
 
-def _record(run, cluster_id, plan, outcomes, error, request_ids, started) -> None:
+def _record(run, cluster_id, plan, outcomes, problems, error, request_ids, started) -> None:
     counts: dict[str, int] = {}
     for o in outcomes:
         counts[o.action] = counts.get(o.action, 0) + 1
     failures = [o for o in outcomes if o.action == Action.ERROR]
-    if failures and not error:
-        error = "; ".join(f"{o.key[1]} {o.key[2]}/{o.key[3]}: {o.error}" for o in failures[:5])
+    if failures:
+        listed = "; ".join(f"{o.key[1]} {o.key[2]}/{o.key[3]}: {o.error}" for o in failures[:5])
         if len(failures) > 5:
-            error += f"; and {len(failures) - 5} more"
+            listed += f"; and {len(failures) - 5} more"
+        error = f"{error}; {listed}" if error else listed
     now = timezone.now()
     with transaction.atomic():
         SyncObjectResult.objects.bulk_create(
@@ -418,9 +635,8 @@ def _record(run, cluster_id, plan, outcomes, error, request_ids, started) -> Non
                     error=o.error,
                 )
                 for o in outcomes
-                # Periodic drift checks store only what they found; a sync of a change records
-                # every object, unchanged ones included.
-                if o.action != Action.UNCHANGED or run.trigger != SyncRun.Trigger.RECONCILE
+                # Rows for what changed only; unchanged objects are in the counts.
+                if o.action != Action.UNCHANGED
             ],
             batch_size=500,
         )
@@ -470,6 +686,7 @@ def _record(run, cluster_id, plan, outcomes, error, request_ids, started) -> Non
         run.objects_total = len(outcomes)
         run.counts = counts
         run.error = error[:10000]
+        run.backend_problems = problems
         run.save()
         transaction.on_commit(
             lambda: sync_finished.send(sender=SyncRun, run_id=run.id, request_ids=request_ids)

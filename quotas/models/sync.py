@@ -67,6 +67,9 @@ class SyncRun(models.Model):
     counts = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
     worker = models.CharField(max_length=255, blank=True)
+    # Found by discovery before writing: [{"backend", "api_version", "message"}], e.g. Kueue
+    # enabled for the cluster but its v1beta2 API not served.
+    backend_problems = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-started_at"]
@@ -76,8 +79,8 @@ class SyncRun(models.Model):
 
 
 class SyncObjectResult(models.Model):
-    """What a run did to one object. Periodic drift checks (trigger reconcile) store only the
-    objects they changed or found changed; unchanged ones are counted in SyncRun.counts."""
+    """What a run did to one object: rows only for objects written, pruned, drifted, fenced,
+    shadowed or failed; unchanged ones are only counted in SyncRun.counts."""
 
     class Action(models.TextChoices):
         CREATED = "created", "created"

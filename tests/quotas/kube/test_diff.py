@@ -1,6 +1,6 @@
 """Owned-field comparison: server defaults are no difference, hand edits are."""
 
-from quotas.kube.diff import differences, live_view, merged_for_write, owned, project
+from quotas.kube.diff import differences, live_view, owned, project, union_shape
 
 QUOTA = {
     "apiVersion": "v1",
@@ -73,14 +73,16 @@ def test_project_keeps_only_the_shape():
     assert project([1, 2], [0]) == [1, 2]  # a list of another length is compared whole
 
 
-def test_merged_for_write_keeps_foreign_fields_and_sets_owned_ones():
-    live = live_of(QUOTA, spec={"hard": {"requests.nvidia.com/gpu": "20"}, "scopes": ["X"]})
-    body = merged_for_write(live, QUOTA)
-    assert body["spec"] == QUOTA["spec"]  # spec is owned whole
-    assert body["metadata"]["labels"]["owner"] == "someone-else"
-    assert body["metadata"]["annotations"] == {"note": "kept"}
-    assert "status" not in body
-    assert body["metadata"]["resourceVersion"] == "42"
+def test_union_shape_finds_fields_the_portal_wrote_before_and_no_longer_wants():
+    before = owned({**QUOTA, "spec": {"hard": {"requests.nvidia.com/gpu": "10", "pods": "5"}}})
+    now = owned(QUOTA)
+    shape = union_shape(before, now)
+    live = live_of(QUOTA, spec={"hard": {"requests.nvidia.com/gpu": "10", "pods": "5"}})
+    assert differences(live_view(live, shape), now) == [
+        {"path": "spec.hard.pods", "old": "5", "new": None}
+    ]
+    # At the desired shape alone, the leftover field is invisible.
+    assert differences(live_view(live, now), now) == []
 
 
 def test_configmap_data_is_owned_key_by_key():
@@ -93,4 +95,3 @@ def test_configmap_data_is_owned_key_by_key():
     live = {**desired, "data": {"queues.yaml": "old", "log.level": "debug"}}
     view = owned(desired)
     assert live_view(live, view) == {"data": {"queues.yaml": "old"}}
-    assert merged_for_write(live, desired)["data"] == {"queues.yaml": "new", "log.level": "debug"}

@@ -337,7 +337,7 @@ def test_an_older_generation_never_overwrites_a_newer_one(demo, kube_sandbox):
     live["metadata"]["annotations"][GENERATION_ANNOTATION] = str(newer)
     live["spec"]["hard"][GPU_QUOTA] = "9"  # what the newer sync wrote
     kube.replace(live)
-    run = sync(cluster)
+    run = sync(cluster, SyncRun.Trigger.RECONCILE)
     assert run.counts.get("fenced") == 1
     assert (
         kube.get("v1", "ResourceQuota", "team-a-training", "gpu-quota")["spec"]["hard"][GPU_QUOTA]
@@ -400,10 +400,12 @@ def test_permanent_error_is_recorded_and_the_request_failed_visibly(demo, mig_sa
     assert json.dumps(run.counts)
 
 
-def test_a_change_sync_records_every_object_a_drift_check_only_findings(demo, kube_sandbox):
+def test_runs_record_rows_only_for_what_they_changed_and_count_the_rest(demo, kube_sandbox):
     cluster = demo["demo"]
     first = sync(cluster)
     assert SyncObjectResult.objects.filter(run=first).count() == first.objects_total
-    check = sync(cluster, SyncRun.Trigger.RECONCILE)
-    assert check.objects_total == first.objects_total
-    assert not SyncObjectResult.objects.filter(run=check).exists()
+    for trigger in (SyncRun.Trigger.RECONCILE, SyncRun.Trigger.CHANGE, SyncRun.Trigger.MANUAL):
+        again = sync(cluster, trigger)
+        assert again.objects_total == first.objects_total
+        assert again.counts == {"unchanged": first.objects_total}
+        assert not SyncObjectResult.objects.filter(run=again).exists()
