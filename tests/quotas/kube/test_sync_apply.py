@@ -283,13 +283,14 @@ def test_a_hand_deleted_object_is_found_by_the_reconcile_not_by_a_change_sync(de
     cluster = clusters["demo"]
     sync(cluster)
     kube = KubeClient.for_url(kube_sandbox.url)
-    kube.delete("v1", "LimitRange", "team-a-training", "gpu-limits")
+    kube.delete("v1", "ResourceQuota", "team-a-training", "gpu-quota")
     kube.close()
     _change(admin, "demo", "team-c-dev", "nvidia.com/gpu", 3, 4, priority_classes=["experiment"])
     assert "drift_restored" not in sync(cluster).counts
+    assert kube_sandbox.get_object("v1", "ResourceQuota", "gpu-quota", "team-a-training") is None
     check = sync(cluster, SyncRun.Trigger.RECONCILE)
     assert check.counts.get("drift_restored") == 1
-    assert kube_sandbox.get_object("v1", "LimitRange", "gpu-limits", "team-a-training")
+    assert kube_sandbox.get_object("v1", "ResourceQuota", "gpu-quota", "team-a-training")
 
 
 # --- item 10: a scheduler the API server does not serve ----------------------------------------

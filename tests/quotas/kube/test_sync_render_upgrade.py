@@ -7,7 +7,7 @@ from django.core.management import call_command
 from kubesandbox import SandboxServer
 from quotas.kube.client import KubeClient
 from quotas.kube.sync import cluster_sync
-from quotas.models import Cluster, SyncRun
+from quotas.models import Cluster, ManagedObject, SyncRun
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +27,18 @@ OLD_LIMIT_RANGE = {
 }
 
 
-def test_old_per_pod_limit_range_is_pruned_and_the_policy_written(kube_sandbox: SandboxServer):
+@pytest.mark.parametrize(
+    ("recorded", "trigger"),
+    [
+        # The older portal recorded what it wrote: the next sync of a change prunes it.
+        (True, SyncRun.Trigger.CHANGE),
+        # No record (a restored database, say): the periodic full comparison finds it by label.
+        (False, SyncRun.Trigger.RECONCILE),
+    ],
+)
+def test_old_per_pod_limit_range_is_pruned_and_the_policy_written(
+    kube_sandbox: SandboxServer, recorded: bool, trigger: str
+):
     call_command("seed_demo", verbosity=0)
     Cluster.objects.filter(name="demo").update(sandbox_url=kube_sandbox.url)
     demo = Cluster.objects.get(name="demo")
@@ -37,7 +48,16 @@ def test_old_per_pod_limit_range_is_pruned_and_the_policy_written(kube_sandbox: 
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a-training"}}
         )
         kube.create(OLD_LIMIT_RANGE)
-        run = cluster_sync(cluster_id=demo.id, trigger=SyncRun.Trigger.CHANGE)
+        if recorded:
+            ManagedObject.objects.create(
+                cluster=demo,
+                api_version="v1",
+                kind="LimitRange",
+                namespace="team-a-training",
+                name="gpu-limits",
+                applied={"spec": OLD_LIMIT_RANGE["spec"]},
+            )
+        run = cluster_sync(cluster_id=demo.id, trigger=trigger)
         assert run.status == SyncRun.Status.SUCCEEDED, run.error
         assert kube_sandbox.get_object("v1", "LimitRange", "gpu-limits", "team-a-training") is None
         api = "admissionregistration.k8s.io/v1"
