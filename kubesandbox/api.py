@@ -21,7 +21,12 @@ from kubesandbox import apply as ssa
 from kubesandbox import errors
 from kubesandbox.admission_policies import AdmissionPolicies, AdmissionRequest
 from kubesandbox.celrules import UnevaluatedRule, check_crd_rules
-from kubesandbox.core_validation import apply_defaults, validate_builtin
+from kubesandbox.core_validation import (
+    apply_defaults,
+    resized_pod,
+    validate_builtin,
+    validate_pod_resize,
+)
 from kubesandbox.discovery import Discovery, Resource
 from kubesandbox.faults import Stats
 from kubesandbox.merge import PatchError, json_patch, merge_patch, strategic_merge_patch
@@ -501,7 +506,7 @@ class Api:
     # -- update (PUT, patches, apply) ----------------------------------------------------
 
     def replace(self, req: ApiRequest) -> dict[str, Any]:
-        if req.subresource not in (None, "status"):
+        if req.subresource not in (None, "status", "resize"):
             raise errors.not_found(
                 req.resource.info.plural, req.name or "", req.resource.info.group
             )
@@ -578,6 +583,12 @@ class Api:
         """Validate and store ``incoming`` over ``old``; (changed, object). Lock is held."""
         resource = req.resource
         new = self._merge_server_fields(req, old, incoming) if entries is None else incoming
+        if req.subresource == "resize":
+            # In-place resize: only the containers' resources (and resizePolicy) change.
+            new = resized_pod(old, new)
+            problems = validate_pod_resize(new, old)
+            if problems:
+                raise errors.invalid(resource.info.kind, req.name or "", problems)
         self._validate(resource, new, old)
         self._admit(resource, new, old, req=req, dry_run=dry_run)
         ignore = ("resourceVersion", "managedFields")
@@ -618,7 +629,7 @@ class Api:
         return True, new
 
     def patch(self, req: ApiRequest) -> tuple[int, dict[str, Any]]:
-        if req.subresource not in (None, "status"):
+        if req.subresource not in (None, "status", "resize"):
             raise errors.not_found(
                 req.resource.info.plural, req.name or "", req.resource.info.group
             )

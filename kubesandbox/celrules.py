@@ -136,7 +136,7 @@ def _string(value: Any) -> celtypes.StringType:
     """CEL ``string()`` with cel-go's spelling of doubles and booleans."""
     if isinstance(value, celtypes.BoolType):
         return celtypes.StringType("true" if value else "false")
-    if isinstance(value, celtypes.DoubleType):
+    if isinstance(value, float):  # DoubleType, or a float cel-python's arithmetic left
         return celtypes.StringType(_go_float(float(value)))
     return celtypes.StringType(value)
 
