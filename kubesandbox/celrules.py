@@ -141,8 +141,28 @@ def _string(value: Any) -> celtypes.StringType:
     return celtypes.StringType(value)
 
 
+def _is_null(value: Any) -> bool:
+    return value is None or isinstance(value, celtypes.NullType)
+
+
+def _equals(left: Any, right: Any) -> Any:
+    """``==`` with CEL's heterogeneous null equality: ``object == null`` on a CREATE is false,
+    ``oldObject == null`` true (cel-python 0.5 has no overload for a map against null)."""
+    if _is_null(left) or _is_null(right):
+        return celtypes.BoolType(_is_null(left) and _is_null(right))
+    return celpy.evaluation.bool_eq(left, right)
+
+
+def _not_equals(left: Any, right: Any) -> Any:
+    if _is_null(left) or _is_null(right):
+        return celtypes.BoolType(not (_is_null(left) and _is_null(right)))
+    return celpy.evaluation.bool_ne(left, right)
+
+
 # Function name -> implementation; methods get the receiver as their first argument.
 K8S_FUNCTIONS: dict[str, Any] = {
+    "_==_": _equals,
+    "_!=_": _not_equals,
     "string": _string,
     "quantity": _quantity,
     "isQuantity": _is_quantity,
