@@ -10,8 +10,9 @@ jsonschema/referencing/yaml + cel-python (no Django).
 
 It refuses what a real cluster refuses, with the real error shapes: Kubernetes' own validation of
 the built-in kinds (``core_validation``), the CRDs' CEL rules (``celrules``), Volcano's queue
-webhook (``volcano``), and new objects in a Terminating namespace. ``omit_api_versions`` serves
-a cluster without a scheduler's CRDs, or with an older Kueue.
+webhook (``volcano``), and new objects in a Terminating namespace. It enforces
+ValidatingAdmissionPolicies on writes (``admission_policies``) and serves ``pods/resize``.
+``omit_api_versions`` serves a cluster without a scheduler's CRDs, or with an older Kueue.
 
     from kubesandbox import SandboxServer
     server = SandboxServer(port=0).start()

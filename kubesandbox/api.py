@@ -19,8 +19,14 @@ import yaml
 
 from kubesandbox import apply as ssa
 from kubesandbox import errors
+from kubesandbox.admission_policies import AdmissionPolicies, AdmissionRequest
 from kubesandbox.celrules import UnevaluatedRule, check_crd_rules
-from kubesandbox.core_validation import apply_defaults, validate_builtin
+from kubesandbox.core_validation import (
+    apply_defaults,
+    resized_pod,
+    validate_builtin,
+    validate_pod_resize,
+)
 from kubesandbox.discovery import Discovery, Resource
 from kubesandbox.faults import Stats
 from kubesandbox.merge import PatchError, json_patch, merge_patch, strategic_merge_patch
@@ -62,6 +68,8 @@ class ApiRequest:
     body: bytes = b""
     content_type: str = ""
     user_agent: str = ""
+    # Warnings of the admission chain, answered as ``Warning`` headers.
+    warnings: list[str] = field(default_factory=list)
 
 
 def now_rfc3339() -> str:
@@ -116,6 +124,7 @@ class Api:
         self.namespace_finalize_seconds = namespace_finalize_seconds
         self._finalizers: dict[str, threading.Timer] = {}
         self.queue_webhook = QueueWebhook(self._queues)
+        self.admission_policies = AdmissionPolicies(store, self.discovery)
 
     def _queues(self) -> list[dict[str, Any]]:
         return [obj for _, obj in self.store.items(("scheduling.volcano.sh", "queues"))]
@@ -259,9 +268,42 @@ class Api:
             info = resource.info
             raise errors.namespace_terminating(info.plural, name, namespace, info.group)
 
-    def _admit(self, resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        """Validating admission webhooks of the cluster (Volcano's queue webhook)."""
-        if resource.key == ("scheduling.volcano.sh", "queues"):
+    def _admit(
+        self,
+        resource: Resource,
+        obj: dict[str, Any] | None,
+        old: dict[str, Any] | None,
+        *,
+        req: ApiRequest | None,
+        dry_run: bool,
+    ) -> None:
+        """Validating admission, in kube-apiserver's order: ValidatingAdmissionPolicies, then
+        the cluster's validating webhooks (Volcano's queue webhook)."""
+        operation = "CREATE" if old is None else "DELETE" if obj is None else "UPDATE"
+        meta = ((obj if obj is not None else old) or {}).get("metadata") or {}
+        namespace = meta.get("namespace", "") if resource.info.namespaced else ""
+        if resource.info.kind == "Namespace" and not resource.info.group:
+            namespace = meta.get("name", "")
+        subresource = (req.subresource if req is not None else None) or ""
+        self.admission_policies.admit(
+            AdmissionRequest(
+                operation=operation,
+                resource=resource,
+                subresource=subresource,
+                namespace=namespace,
+                name=meta.get("name", ""),
+                obj=obj,
+                old=old,
+                dry_run=dry_run,
+                field_manager=req.query.get("fieldManager", "") if req is not None else "",
+            ),
+            req.warnings if req is not None else [],
+        )
+        if resource.key != ("scheduling.volcano.sh", "queues") or subresource:
+            return
+        if obj is None:
+            self.queue_webhook.admit_delete(meta.get("name", ""))
+        else:
             self.queue_webhook.admit(obj, old)
 
     def _manager(self, req: ApiRequest) -> str:
@@ -388,7 +430,7 @@ class Api:
             raise errors.internal("resourceVersion should not be set on objects to be created")
         with self.store.lock:
             created = self._new_object(
-                resource, obj, manager=manager, operation="Update", dry_run=dry_run
+                resource, obj, manager=manager, operation="Update", dry_run=dry_run, req=req
             )
         return self._out(resource, created)
 
@@ -402,8 +444,9 @@ class Api:
         dry_run: bool,
         applied: dict[str, Any] | None = None,
         count: bool = True,
+        req: ApiRequest | None = None,
     ) -> dict[str, Any]:
-        """Fill in server fields, validate and (unless dry-run) store a new object."""
+        """Fill in server fields, validate, admit and (unless dry-run) store a new object."""
         meta = obj["metadata"]
         for key in (*_SERVER_META, "deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(key, None)
@@ -417,7 +460,7 @@ class Api:
         self._defaults(resource, obj)
         self._require_namespace(resource, meta.get("namespace"), meta.get("name") or "")
         self._validate(resource, obj)
-        self._admit(resource, obj, None)
+        self._admit(resource, obj, None, req=req, dry_run=dry_run)
         if self.store.get(resource.key, meta.get("namespace", ""), meta["name"]) is not None:
             raise errors.already_exists(resource.info.plural, meta["name"], resource.info.group)
         now = now_rfc3339()
@@ -463,7 +506,7 @@ class Api:
     # -- update (PUT, patches, apply) ----------------------------------------------------
 
     def replace(self, req: ApiRequest) -> dict[str, Any]:
-        if req.subresource not in (None, "status"):
+        if req.subresource not in (None, "status", "resize"):
             raise errors.not_found(
                 req.resource.info.plural, req.name or "", req.resource.info.group
             )
@@ -540,9 +583,14 @@ class Api:
         """Validate and store ``incoming`` over ``old``; (changed, object). Lock is held."""
         resource = req.resource
         new = self._merge_server_fields(req, old, incoming) if entries is None else incoming
+        if req.subresource == "resize":
+            # In-place resize: only the containers' resources (and resizePolicy) change.
+            new = resized_pod(old, new)
+            problems = validate_pod_resize(new, old)
+            if problems:
+                raise errors.invalid(resource.info.kind, req.name or "", problems)
         self._validate(resource, new, old)
-        if req.subresource is None:
-            self._admit(resource, new, old)
+        self._admit(resource, new, old, req=req, dry_run=dry_run)
         ignore = ("resourceVersion", "managedFields")
         old_cmp = _without({**old, "apiVersion": resource.info.api_version}, ignore)
         new_cmp = _without({**new, "apiVersion": resource.info.api_version}, ignore)
@@ -581,7 +629,7 @@ class Api:
         return True, new
 
     def patch(self, req: ApiRequest) -> tuple[int, dict[str, Any]]:
-        if req.subresource not in (None, "status"):
+        if req.subresource not in (None, "status", "resize"):
             raise errors.not_found(
                 req.resource.info.plural, req.name or "", req.resource.info.group
             )
@@ -681,6 +729,7 @@ class Api:
                     operation="Apply",
                     dry_run=dry_run,
                     applied=applied,
+                    req=req,
                 )
                 return 201, self._out(req.resource, created)
             if wanted and wanted != old["metadata"].get("resourceVersion"):
@@ -748,8 +797,7 @@ class Api:
                     f'namespaces "{req.name}" is forbidden: this namespace may not be deleted',
                     {"name": req.name, "kind": "namespaces"},
                 )
-            if resource.key == ("scheduling.volcano.sh", "queues"):
-                self.queue_webhook.admit_delete(req.name or "")
+            self._admit(resource, None, old, req=req, dry_run=dry_run)
             if info.kind == "Namespace":
                 return self._out(resource, self._terminate_namespace(old, dry_run=dry_run))
             if dry_run:
@@ -837,9 +885,8 @@ class Api:
         with self.store.lock:
             _, items = self.list(req)
             info = req.resource.info
-            if req.resource.key == ("scheduling.volcano.sh", "queues"):
-                for item in items:
-                    self.queue_webhook.admit_delete(item["metadata"]["name"])
+            for item in items:
+                self._admit(req.resource, None, item, req=req, dry_run=dry_run)
             if not dry_run:
                 for item in items:
                     meta = item["metadata"]

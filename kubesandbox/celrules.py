@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import threading
 from dataclasses import dataclass, field
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -107,8 +108,62 @@ def _ordered(items: Any) -> list[Any]:
     return sorted(values)
 
 
+def _go_float(value: float) -> str:
+    """A double as cel-go's ``string()`` writes it, Go's ``%g``: the shortest digits, in
+    exponent form below 1e-04 and from 1e+06 on (``9.0`` is "9", not "9.0")."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "+Inf" if value > 0 else "-Inf"
+    if value == 0:
+        return "-0" if str(value).startswith("-") else "0"
+    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
+    text = "".join(map(str, digits))
+    point = len(text) + int(exponent)  # position of the decimal point in ``text``
+    prefix = "-" if sign else ""
+    if point - 1 < -4 or point - 1 >= 6:
+        mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
+        power = point - 1
+        return f"{prefix}{mantissa}e{'-' if power < 0 else '+'}{abs(power):02d}"
+    if point <= 0:
+        return f"{prefix}0.{'0' * -point}{text}"
+    if point >= len(text):
+        return prefix + text + "0" * (point - len(text))
+    return f"{prefix}{text[:point]}.{text[point:]}"
+
+
+def _string(value: Any) -> celtypes.StringType:
+    """CEL ``string()`` with cel-go's spelling of doubles and booleans."""
+    if isinstance(value, celtypes.BoolType):
+        return celtypes.StringType("true" if value else "false")
+    if isinstance(value, float):  # DoubleType, or a float cel-python's arithmetic left
+        return celtypes.StringType(_go_float(float(value)))
+    return celtypes.StringType(value)
+
+
+def _is_null(value: Any) -> bool:
+    return value is None or isinstance(value, celtypes.NullType)
+
+
+def _equals(left: Any, right: Any) -> Any:
+    """``==`` with CEL's heterogeneous null equality: ``object == null`` on a CREATE is false,
+    ``oldObject == null`` true (cel-python 0.5 has no overload for a map against null)."""
+    if _is_null(left) or _is_null(right):
+        return celtypes.BoolType(_is_null(left) and _is_null(right))
+    return celpy.evaluation.bool_eq(left, right)
+
+
+def _not_equals(left: Any, right: Any) -> Any:
+    if _is_null(left) or _is_null(right):
+        return celtypes.BoolType(not (_is_null(left) and _is_null(right)))
+    return celpy.evaluation.bool_ne(left, right)
+
+
 # Function name -> implementation; methods get the receiver as their first argument.
 K8S_FUNCTIONS: dict[str, Any] = {
+    "_==_": _equals,
+    "_!=_": _not_equals,
+    "string": _string,
     "quantity": _quantity,
     "isQuantity": _is_quantity,
     "isGreaterThan": lambda a, b: celtypes.BoolType(_q_compare(a, b) > 0),
@@ -163,9 +218,20 @@ class Compiled:
     program: Any
 
 
+_compiled_cache: dict[str, Compiled] = {}
+_COMPILED_CACHE_LIMIT = 4096
+
+
 def compile_expression(expression: str) -> Compiled:
-    """Parse ``expression`` and check that every function it calls exists; raise otherwise."""
+    """Parse ``expression`` and check that every function it calls exists; raise otherwise.
+
+    Compiled programs are kept by expression text: the same policy is validated on every
+    write of it and compiled again for admission.
+    """
     with _compile_lock:  # the lark parser of cel-python is shared
+        cached = _compiled_cache.get(expression)
+        if cached is not None:
+            return cached
         try:
             ast = _env.compile(expression)
         except Exception as exc:  # celpy raises its own parse errors
@@ -177,7 +243,11 @@ def compile_expression(expression: str) -> Compiled:
                 "compilation failed: undeclared reference to "
                 + ", ".join(f"'{name}'" for name in unknown)
             )
-        return Compiled(expression, _env.program(ast, functions=K8S_FUNCTIONS))
+        compiled = Compiled(expression, _env.program(ast, functions=K8S_FUNCTIONS))
+        if len(_compiled_cache) >= _COMPILED_CACHE_LIMIT:
+            _compiled_cache.clear()
+        _compiled_cache[expression] = compiled
+        return compiled
 
 
 def to_cel(value: Any) -> Any:

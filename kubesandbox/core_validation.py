@@ -9,6 +9,7 @@ validates. Messages follow the API server's wording; each error is a :class:`Fie
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable
 from typing import Any
@@ -807,6 +808,52 @@ def binding_defaults(obj: dict[str, Any]) -> None:
     spec = obj.get("spec")
     if isinstance(spec, dict):
         _match_defaults(spec.get("matchResources"))
+
+
+# -- Pod in-place resize (pods/resize) -----------------------------------------------------------
+
+_RESIZABLE = ("cpu", "memory")
+_RESIZED_FIELDS = ("resources", "resizePolicy")
+
+
+def resized_pod(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``old`` with the containers' resources and resizePolicy of ``new``: a write to
+    ``pods/resize`` changes nothing else (upstream drops the other changes)."""
+    out = copy.deepcopy(old)
+    new_spec = new.get("spec") or {}
+    for section in ("containers", "initContainers"):
+        wanted = {c.get("name"): c for c in new_spec.get(section) or [] if isinstance(c, dict)}
+        for container in (out.get("spec") or {}).get(section) or []:
+            incoming = wanted.get(container.get("name"))
+            if incoming is None:
+                continue
+            for key in _RESIZED_FIELDS:
+                if key in incoming:
+                    container[key] = copy.deepcopy(incoming[key])
+                else:
+                    container.pop(key, None)
+    return out
+
+
+def _without_cpu_memory(resources: Any) -> dict[str, Any]:
+    resources = resources if isinstance(resources, dict) else {}
+    return {
+        part: {k: v for k, v in (resources.get(part) or {}).items() if k not in _RESIZABLE}
+        for part in ("limits", "requests")
+    }
+
+
+def validate_pod_resize(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
+    """Kubernetes' ValidatePodResize, the part that matters here: only cpu and memory change."""
+    for section in ("containers", "initContainers"):
+        old_by_name = {c.get("name"): c for c in (old.get("spec") or {}).get(section) or [] if c}
+        for container in (new.get("spec") or {}).get(section) or []:
+            before = old_by_name.get(container.get("name")) or {}
+            if _without_cpu_memory(container.get("resources")) != _without_cpu_memory(
+                before.get("resources")
+            ):
+                return [FieldError("spec", "Forbidden: only cpu and memory resources are mutable")]
+    return []
 
 
 # -- dispatch -------------------------------------------------------------------------------

@@ -189,7 +189,7 @@ class Discovery:
                 entry["categories"] = list(_CATEGORIES[info.plural])
             entry["storageVersionHash"] = hashlib.sha256(info.kind.encode()).hexdigest()[:11]
             resources.append(entry)
-            for sub in sorted(info.subresources & {"status"}):
+            for sub in sorted(info.subresources & {"status", "resize"}):
                 resources.append(
                     {
                         "name": f"{info.plural}/{sub}",

@@ -160,7 +160,7 @@ def _core_kinds(doc: dict[str, Any]) -> Iterator[KindInfo]:
         plural = segments[-2]
         subresources = frozenset(
             sub
-            for sub in ("status", "scale")
+            for sub in ("status", "scale", "resize")
             if f"{path}/{sub}" in paths and "put" in paths[f"{path}/{sub}"]
         )
         delete = (ops.get("delete") or {}).get("responses", {}).get("200", {})

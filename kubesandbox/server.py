@@ -242,6 +242,9 @@ class _Handler(BaseHTTPRequestHandler):
                     "faults": [r.to_json() for r in sandbox.faults.rules],
                 },
             )
+        if path == "/sandbox/audit" and method == "GET":
+            # Audit annotations of admission policies (validationActions Audit, auditAnnotations).
+            return _Answer(200, {"events": sandbox.admission_audit})
         if path == "/sandbox/stats/reset" and method == "POST":
             sandbox.stats.reset()
             return _Answer(200, sandbox.stats.as_dict())
@@ -350,6 +353,17 @@ class _Handler(BaseHTTPRequestHandler):
                     table(request.resource, [obj], meta, query.get("includeObject", "Metadata")),
                 )
             return _Answer(200, obj)
+        try:
+            answer = self._write(api, method, request)
+        except errors.ApiError as exc:
+            if request.warnings:
+                exc.headers = {**exc.headers, "Warning": warning_header(request.warnings)}
+            raise
+        if request.warnings:
+            answer.headers["Warning"] = warning_header(request.warnings)
+        return answer
+
+    def _write(self, api: Api, method: str, request: ApiRequest) -> _Answer:
         if method == "POST" and request.name is None:
             if request.resource.info.namespaced and request.namespace is None:
                 raise errors.method_not_allowed()
@@ -400,6 +414,16 @@ class _Handler(BaseHTTPRequestHandler):
             content_type=self.headers.get("Content-Type", ""),
             user_agent=self.headers.get("User-Agent", ""),
         )
+
+
+def warning_header(warnings: list[str]) -> str:
+    """The ``Warning`` header value kube-apiserver sends: ``299 - "text"`` per warning."""
+    quoted = []
+    for text in warnings:
+        escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+        quoted.append(f'299 - "{escaped}"')
+    # http.server writes headers as latin-1: send the UTF-8 bytes of the text, as Go does.
+    return ", ".join(quoted).encode().decode("latin-1")
 
 
 def _not_found_path() -> errors.ApiError:
@@ -526,10 +550,18 @@ class SandboxServer:
         """Every persisted write since the last stats reset, in order."""
         return self.stats.writes_in_order()
 
+    @property
+    def admission_audit(self) -> list[dict[str, Any]]:
+        """Audit annotations the admission policies recorded, oldest first."""
+        with self.store.lock:
+            return list(self.api.admission_policies.audit_log)
+
     def reset(self) -> None:
-        """Empty the store (the default namespaces come back), the stats and the faults."""
+        """Empty the store (the default namespaces come back), the stats, the faults and the
+        admission audit log."""
         with self.store.lock:
             self.store.clear()
+            self.api.admission_policies.audit_log.clear()
             self.api.ensure_default_namespaces()
         self.stats.reset()
         self.faults.clear()
