@@ -541,6 +541,7 @@ def request_submit(
         _refuse_stale(request)
         _refresh_current(request)
         lines = _lines(request)
+        _refuse_removed_classes(lines)
         findings = validate_lines(lines, final=False, exclude_request_id=request.pk)
         _raise_on_errors(findings)
         decision = _policy_decision(request, lines, has_errors=False)
@@ -671,6 +672,7 @@ def request_approve(
         check_transition(request, S.APPROVED)
         _lock_allocations(request)
         _refuse_stale(request)
+        _refuse_removed_classes(_lines(request))
         if request.approvals.filter(admin=acting_user).exists():
             raise PermissionDenied(
                 f"{acting_user.username} approved request #{request.pk} already; "
@@ -817,6 +819,17 @@ def _refuse_stale(request: QuotaRequest) -> None:
         field=f"lines[{first['index']}].{first['field']}",
         extra={"request": request.pk, "changes": changes},
     )
+
+
+def _refuse_removed_classes(lines: list[RequestLine]) -> None:
+    """A priority class removed since the request was written is not given to anyone; called
+    with the clusters locked, which a removal takes before it checks (priority_class_delete)."""
+    for index, line in enumerate(lines):
+        _priority_classes_check(
+            line.final_priority_classes,
+            where=f"lines[{index}]",
+            allowed_now=line.current_priority_classes,
+        )
 
 
 def _shown(value) -> str:
@@ -1121,8 +1134,11 @@ def _start_grant(request: QuotaRequest) -> None:
     problem = ""
     try:
         moved = [_grant_on_top(line) for line in lines]
+        _refuse_removed_classes(lines)
     except _GrantConflict as exc:
         problem, moved = str(exc), []
+    except ValidationFailed as exc:
+        problem, moved = exc.message, []
     if not problem:
         errors = [
             f

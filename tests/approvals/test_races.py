@@ -254,3 +254,50 @@ def test_a_grant_starting_vs_an_admin_approving_a_change_of_the_same_allocation(
     assert guaranteed(ns.cluster) <= 16
     assert_audit_matches(change)
     assert actions(grant).count("request.applying") == 1
+
+
+@pytest.mark.parametrize("round_", ROUNDS)
+def test_removing_a_priority_class_vs_approving_a_request_that_adds_it(
+    round_, plan, lead_c, gpu, admin, admin2, strict_policy
+):
+    from approvals.services import LineInput, request_create
+    from quotas.models import PriorityClass
+    from quotas.services import priority_class_delete
+
+    ns = plan["team-c"]
+    PriorityClass.objects.create(name="experiment", value=100)
+    PriorityClass.objects.create(name="batch", value=50)
+    allocation_set(
+        team_namespace=ns,
+        resource=gpu,
+        guarantee=2,
+        cap=4,
+        priority_classes=["experiment"],
+        acting_user=admin,
+    )
+    batch = PriorityClass.objects.get(name="batch")
+    adding = request_create(
+        team=ns.team,
+        acting_user=lead_c,
+        justification="batch jobs at night",
+        lines=[LineInput(ns.pk, gpu.pk, 2, 4, priority_classes=("batch", "experiment"))],
+        submit=True,
+    )
+    outcomes = race(
+        lambda: priority_class_delete(priority_class=batch, acting_user=admin),
+        lambda: request_approve(request=adding, acting_user=admin2),
+    )
+    assert sorted(outcomes) == ["ValidationFailed", "ok"], outcomes
+    allocation = Allocation.objects.get(team_namespace=ns)
+    adding.refresh_from_db()
+    if outcomes[0] == "ok":  # removed first: the approval refuses the unknown class
+        assert not PriorityClass.objects.filter(name="batch").exists()
+        assert adding.status == S.SUBMITTED and allocation.priority_classes == ["experiment"]
+    else:  # approved first: the class is in use and stays
+        assert PriorityClass.objects.filter(name="batch").exists()
+        assert allocation.priority_classes == ["batch", "experiment"]
+    # Never an allocation allowing a class that no longer exists.
+    assert set(allocation.priority_classes) <= set(
+        PriorityClass.objects.values_list("name", flat=True)
+    )
+    assert_audit_matches(adding)
