@@ -418,6 +418,7 @@ def _policy_facts(cluster_ids: Iterable[int]) -> dict[str, PolicyFacts]:
             two_admins_above=p.two_admins_above,
             auto_approve_budget=p.auto_approve_budget,
             auto_approve_period_days=p.auto_approve_period_days,
+            two_admins_for_higher_class=p.two_admins_for_higher_class,
         )
         for p in ApprovalPolicy.objects.filter(cluster_id__in=set(cluster_ids)).select_related(
             "cluster"

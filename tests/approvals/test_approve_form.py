@@ -20,8 +20,11 @@ def classes(db):
 
 
 @pytest.fixture
-def restricted(plan, gpu, admin, classes):
-    """team-c-dev 2/4, pods of at most 2 GPUs, only the experiment class."""
+def restricted(plan, gpu, admin, classes, strict_policy):
+    """team-c-dev 2/4, pods of at most 2 GPUs, only the experiment class. One admin decides
+    here, also a higher class (two admins for it are tested in test_policy_fields)."""
+    strict_policy.two_admins_for_higher_class = False
+    strict_policy.save()
     return allocation_set(
         team_namespace=plan["team-c"],
         resource=gpu,

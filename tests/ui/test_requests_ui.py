@@ -130,6 +130,8 @@ def test_admin_removes_the_per_pod_max_and_widens_the_classes_in_the_approve_for
 
     PriorityClass.objects.create(name="production-inference", value=100000)
     PriorityClass.objects.create(name="experiment", value=100)
+    strict_policy.two_admins_for_higher_class = False  # one admin decides here
+    strict_policy.save()
     ns = plan["team-c"]
     allocation_set(
         team_namespace=ns,
