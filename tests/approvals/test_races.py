@@ -301,3 +301,32 @@ def test_removing_a_priority_class_vs_approving_a_request_that_adds_it(
         PriorityClass.objects.values_list("name", flat=True)
     )
     assert_audit_matches(adding)
+
+
+@pytest.mark.parametrize("round_", ROUNDS)
+def test_revoking_a_grant_vs_its_start(round_, plan, lead_c, gpu, admin, admin2, strict_policy):
+    from approvals.services import request_revoke
+
+    ns = plan["team-c"]
+    starts = timezone.now() + timedelta(hours=1)
+    grant = new_request(
+        lead_c, ns, gpu, 4, 6, kind="temporary", starts_at=starts, ends_in=timedelta(hours=6)
+    )
+    request_submit(request=grant, acting_user=lead_c)
+    request_approve(request=grant, acting_user=admin)
+    outcomes = race(
+        lambda: requests_start_due(now=starts + timedelta(minutes=1)),
+        lambda: request_revoke(request=grant, acting_user=admin2, comment="needed elsewhere"),
+    )
+    assert outcomes[0] == "ok" and outcomes[1] in ("ok", "NotAllowed"), outcomes
+    grant.refresh_from_db()
+    allocation = Allocation.objects.get(team_namespace=ns)
+    if outcomes[1] == "ok":  # revoked before it started: nothing applied, nothing synced
+        assert grant.status == S.REVOKED
+        assert (allocation.guarantee, allocation.version) == (2, 1)
+        assert not grant.sync_requests.exists()
+    else:  # started first: a started grant is not revoked
+        assert grant.status == S.APPLYING
+        assert (allocation.guarantee, allocation.version) == (4, 2)
+    trail = actions(grant)
+    assert trail.count("request.revoked") + trail.count("request.applying") == 1, trail
