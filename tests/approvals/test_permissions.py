@@ -1,5 +1,6 @@
 """Who may rebase, revoke, withdraw a scheduled grant and delete a draft: every persona ×
-every new move, in the API and on the pages (anonymous, auditor, lead of the team, lead of another team, platform admin).
+every new move, in the API and on the pages (anonymous, auditor, lead of the team, lead of
+another team, platform admin).
 
 A refusal changes nothing and writes no audit event; a lead of another team does not even learn
 that the request exists (404).
