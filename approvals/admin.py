@@ -165,6 +165,7 @@ class ApprovalPolicyAdmin(admin.ModelAdmin):
         "auto_approve_decreases",
         "auto_approve_increase_max",
         "two_admins_above",
+        "two_admins_for_higher_class",
     ]
     autocomplete_fields = ["cluster"]
 

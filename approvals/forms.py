@@ -78,33 +78,48 @@ class LineForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        if data.get("remove_per_pod_max") and data.get("per_pod_max") is not None:
-            self.add_error("per_pod_max", "give a per-pod max or tick remove per-pod max, not both")
-        if data.get("any_priority_class") and data.get("priority_classes"):
-            self.add_error(
-                "priority_classes", "choose classes or tick no class restriction, not both"
-            )
+        check_removals(self, data)
         return data
 
     def line_input(self) -> LineInput:
         data = self.cleaned_data
-        per_pod_max = data.get("per_pod_max")
-        if data.get("remove_per_pod_max"):
-            per_pod_max = None
-        elif per_pod_max is None:
-            per_pod_max = KEEP
-        classes = tuple(data.get("priority_classes") or ())
-        if data.get("any_priority_class"):
-            classes = ()
-        elif not classes:
-            classes = KEEP
         return LineInput(
             team_namespace_id=data["team_namespace"],
             resource_id=data["resource"],
             guarantee=data["guarantee"],
             cap=data["cap"],
-            per_pod_max=per_pod_max,
-            priority_classes=classes,
+            per_pod_max=per_pod_max_choice(data.get("per_pod_max"), data.get("remove_per_pod_max")),
+            priority_classes=classes_choice(
+                data.get("priority_classes"), data.get("any_priority_class")
+            ),
+        )
+
+
+# One rule for the request form and the approve form (and the API's null / []): a blank
+# per-pod max or no class chosen keeps what stands; removing either is an explicit tick.
+
+
+def per_pod_max_choice(value, remove: bool):
+    if remove:
+        return None
+    return KEEP if value is None else value
+
+
+def classes_choice(chosen, any_class: bool):
+    if any_class:
+        return ()
+    return tuple(chosen) if chosen else KEEP
+
+
+def check_removals(form: forms.Form, data: dict, prefix: str = "") -> None:
+    """A value and its removal at once is a contradiction: said at the field."""
+    if data.get(f"{prefix}remove_per_pod_max") and data.get(f"{prefix}per_pod_max") is not None:
+        form.add_error(
+            f"{prefix}per_pod_max", "give a per-pod max or tick remove per-pod max, not both"
+        )
+    if data.get(f"{prefix}any_priority_class") and data.get(f"{prefix}priority_classes"):
+        form.add_error(
+            f"{prefix}priority_classes", "choose classes or tick no class restriction, not both"
         )
 
 
@@ -181,21 +196,57 @@ class CommentForm(forms.Form):
 
 
 class ApproveForm(forms.Form):
-    """Optional decided values per line: approving a modified amount."""
+    """Optional decided values per line: approving a modified amount, per-pod max or set of
+    priority classes; the same choices the API's decisions offer."""
+
+    AMOUNTS = ("guarantee", "cap", "per_pod_max")
 
     comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
     def __init__(self, *args, lines: list[RequestLine], **kwargs):
         super().__init__(*args, **kwargs)
         self.lines = lines
+        class_names = list(
+            PriorityClass.objects.order_by("-value", "name").values_list("name", flat=True)
+        )
         for line in lines:
-            for part in ("guarantee", "cap", "per_pod_max"):
+            for part in self.AMOUNTS:
                 self.fields[f"decided-{line.pk}-{part}"] = forms.DecimalField(
                     required=False, min_value=0, decimal_places=3, max_digits=12
                 )
+            self.fields[f"decided-{line.pk}-remove_per_pod_max"] = forms.BooleanField(
+                required=False, label="remove per-pod max"
+            )
+            # A class the allocation allows may be gone from the catalogue: still offered.
+            kept = set(line.current_priority_classes) | set(line.final_priority_classes)
+            names = class_names + sorted(kept - set(class_names))
+            self.fields[f"decided-{line.pk}-priority_classes"] = forms.MultipleChoiceField(
+                required=False,
+                choices=[(n, n) for n in names],
+                widget=forms.SelectMultiple(attrs={"size": 3}),
+                label="decided priority classes",
+            )
+            self.fields[f"decided-{line.pk}-any_priority_class"] = forms.BooleanField(
+                required=False, label="no class restriction"
+            )
 
     def line_fields(self, line: RequestLine) -> list:
-        return [self[f"decided-{line.pk}-{p}"] for p in ("guarantee", "cap", "per_pod_max")]
+        return [self[f"decided-{line.pk}-{p}"] for p in self.AMOUNTS]
+
+    def removal_field(self, line: RequestLine):
+        return self[f"decided-{line.pk}-remove_per_pod_max"]
+
+    def class_fields(self, line: RequestLine) -> list:
+        return [
+            self[f"decided-{line.pk}-priority_classes"],
+            self[f"decided-{line.pk}-any_priority_class"],
+        ]
+
+    def clean(self):
+        data = super().clean()
+        for line in self.lines:
+            check_removals(self, data, prefix=f"decided-{line.pk}-")
+        return data
 
     def decisions(self) -> list[Decision]:
         """A Decision for every line where the admin changed at least one value."""
@@ -203,10 +254,16 @@ class ApproveForm(forms.Form):
         for line in self.lines:
             values = {
                 p: self.cleaned_data.get(f"decided-{line.pk}-{p}")
-                for p in ("guarantee", "cap", "per_pod_max")
+                for p in (
+                    *self.AMOUNTS,
+                    "remove_per_pod_max",
+                    "priority_classes",
+                    "any_priority_class",
+                )
             }
-            if all(v is None for v in values.values()):
+            if not any(v not in (None, False, []) for v in values.values()):
                 continue
+            classes = classes_choice(values["priority_classes"], values["any_priority_class"])
             decisions.append(
                 Decision(
                     line_id=line.pk,
@@ -215,7 +272,10 @@ class ApproveForm(forms.Form):
                     if values["guarantee"] is None
                     else values["guarantee"],
                     cap=line.final_cap if values["cap"] is None else values["cap"],
-                    per_pod_max=KEEP if values["per_pod_max"] is None else values["per_pod_max"],
+                    per_pod_max=per_pod_max_choice(
+                        values["per_pod_max"], values["remove_per_pod_max"]
+                    ),
+                    priority_classes=None if classes is KEEP else classes,
                 )
             )
         return decisions

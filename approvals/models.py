@@ -216,6 +216,13 @@ class ApprovalPolicy(models.Model):
         "automatically per team on this cluster within the period; past it, increases wait "
         "for an admin. 0 turns automatic increases off.",
     )
+    two_admins_for_higher_class = models.BooleanField(
+        "two admins for a higher priority class",
+        default=True,
+        help_text="Allowing a priority class valued above every class the allocation allows "
+        "(adding it, or lifting the class restriction) needs two distinct admins: it lets "
+        "the team preempt others. Off: one admin.",
+    )
     auto_approve_period_days = models.PositiveSmallIntegerField(
         "auto-approval budget period (days)",
         default=30,

@@ -33,6 +33,8 @@ EVENTS: frozenset[str] = frozenset(
         "request.failed",
         "request.expiring",
         "request.expired",
+        "request.withdrawn",
+        "request.revoked",
     }
 )
 # payload["status"] of a request.decided notification.
@@ -45,6 +47,8 @@ _SUBJECT_VERBS = {
     "request.failed": "failed to apply",
     "request.expiring": "expires soon",
     "request.expired": "expired",
+    "request.withdrawn": "withdrawn by its requester",
+    "request.revoked": "revoked by an admin",
 }
 # Optional payload keys shown in the e-mail body, in this order, with their labels.
 _BODY_FIELDS = (

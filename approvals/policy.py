@@ -12,6 +12,9 @@ DEFAULT_TWO_ADMINS_ABOVE = Decimal(4)
 # so small steps cannot walk a team up to every free GPU without an admin.
 DEFAULT_AUTO_APPROVE_BUDGET = Decimal(2)
 DEFAULT_AUTO_APPROVE_PERIOD_DAYS = 30
+# A class valued above every class the allocation allows lets the team preempt (or jump the
+# queue of) other teams: by default as weighty as a large increase.
+DEFAULT_TWO_ADMINS_FOR_HIGHER_CLASS = True
 
 
 def _amount(value: Decimal) -> str:
@@ -25,6 +28,7 @@ class PolicyFacts:
     two_admins_above: Decimal = DEFAULT_TWO_ADMINS_ABOVE
     auto_approve_budget: Decimal = DEFAULT_AUTO_APPROVE_BUDGET
     auto_approve_period_days: int = DEFAULT_AUTO_APPROVE_PERIOD_DAYS
+    two_admins_for_higher_class: bool = DEFAULT_TWO_ADMINS_FOR_HIGHER_CLASS
 
 
 @dataclass(frozen=True)
@@ -61,32 +65,60 @@ class LineDelta:
     def guarantee_increase(self) -> Decimal:
         return max(Decimal(0), self.guarantee_after - self.guarantee_before)
 
-    @property
-    def widenings(self) -> list[str]:
-        """What the line allows beyond amounts: larger pods, more priority classes."""
+    def _widening_items(self) -> list[tuple[str, bool]]:
+        """(what the line allows beyond amounts, whether it outranks the allowed classes)."""
         found = []
         before, after = self.per_pod_max_before, self.per_pod_max_after
         if before is not None and after is None:
-            found.append(f"removes the per-pod max (was {_amount(before)})")
+            found.append((f"removes the per-pod max (was {_amount(before)})", False))
         elif before is not None and after is not None and after > before:
-            found.append(f"raises the per-pod max from {_amount(before)} to {_amount(after)}")
+            found.append(
+                (f"raises the per-pod max from {_amount(before)} to {_amount(after)}", False)
+            )
         if self.classes_before and not self.classes_after:
             allowed = ", ".join(sorted(self.classes_before))
-            found.append(f"removes the priority-class restriction (was: {allowed})")
+            above = self._above_allowed()
+            text = f"removes the priority-class restriction (was: {allowed})"
+            if above:
+                text += f", allowing {above[0]}{self._outranks(above[0])}"
+            found.append((text, bool(above)))
         elif self.classes_before:
             for name in sorted(self.classes_after - self.classes_before):
-                found.append(f"adds priority class {name}{self._outranks(name)}")
-        return [f"{text} on {self.where}" if self.where else text for text in found]
+                outranks = self._outranks(name)
+                found.append((f"adds priority class {name}{outranks}", bool(outranks)))
+        return [(f"{text} on {self.where}" if self.where else text, up) for text, up in found]
+
+    @property
+    def widenings(self) -> list[str]:
+        """What the line allows beyond amounts: larger pods, more priority classes."""
+        return [text for text, _ in self._widening_items()]
+
+    @property
+    def outranking(self) -> list[str]:
+        """The widenings that allow a class valued above every class allowed now."""
+        return [text for text, up in self._widening_items() if up]
+
+    def _top_allowed(self) -> tuple[int, str] | None:
+        allowed = [(self.class_values[c], c) for c in self.classes_before if c in self.class_values]
+        return max(allowed) if allowed else None
+
+    def _above_allowed(self) -> list[str]:
+        """Known classes valued above the highest allowed now, highest first."""
+        top = self._top_allowed()
+        if top is None:
+            return []
+        above = [(v, n) for n, v in self.class_values.items() if v > top[0]]
+        return [n for _, n in sorted(above, reverse=True)]
 
     def _outranks(self, name: str) -> str:
         value = self.class_values.get(name)
-        allowed = [(self.class_values[c], c) for c in self.classes_before if c in self.class_values]
-        if value is None or not allowed:
+        top = self._top_allowed()
+        if value is None or top is None:
             return ""
-        top_value, top = max(allowed)
+        top_value, top_name = top
         if value <= top_value:
             return ""
-        return f" (value {value}, above {top} {top_value}, the highest it allows now)"
+        return f" (value {value}, above {top_name} {top_value}, the highest it allows now)"
 
     @property
     def is_decrease_only(self) -> bool:
@@ -134,6 +166,19 @@ def decide_policy(
             2,
             f"an increase of {_amount(biggest.increase)} on {biggest.cluster} is above "
             f"{_amount(policy(biggest).two_admins_above)}: two admins must approve",
+        )
+    outranking = [
+        text
+        for line in lines
+        if policy(line).two_admins_for_higher_class
+        for text in line.outranking
+    ]
+    if outranking:
+        return PolicyDecision(
+            False,
+            2,
+            f"{'; '.join(outranking)}: a higher priority class lets the team preempt others, "
+            "two admins must approve",
         )
     if plan_has_errors:
         return PolicyDecision(False, 1, "the plan has errors")

@@ -445,6 +445,7 @@ def _policy_facts(cluster_ids: Iterable[int]) -> dict[str, PolicyFacts]:
             two_admins_above=p.two_admins_above,
             auto_approve_budget=p.auto_approve_budget,
             auto_approve_period_days=p.auto_approve_period_days,
+            two_admins_for_higher_class=p.two_admins_for_higher_class,
         )
         for p in ApprovalPolicy.objects.filter(cluster_id__in=set(cluster_ids)).select_related(
             "cluster"
@@ -568,6 +569,7 @@ def request_submit(
         _refuse_stale(request)
         _refresh_current(request)
         lines = _lines(request)
+        _refuse_removed_classes(lines)
         findings = validate_lines(lines, final=False, exclude_request_id=request.pk)
         _raise_on_errors(findings)
         decision = _policy_decision(request, lines, has_errors=False)
@@ -698,6 +700,7 @@ def request_approve(
         check_transition(request, S.APPROVED)
         _lock_allocations(request)
         _refuse_stale(request)
+        _refuse_removed_classes(_lines(request))
         if request.approvals.filter(admin=acting_user).exists():
             raise PermissionDenied(
                 f"{acting_user.username} approved request #{request.pk} already; "
@@ -816,7 +819,10 @@ def request_withdraw(
         raise PermissionDenied("only the requester withdraws a request", field="request")
     with transaction.atomic():
         request = lock_request(request.pk)
+        was = request.status
         transition(request, S.WITHDRAWN, acting_user=acting_user, comment=comment)
+        if was != S.DRAFT:  # a draft was never shown to anyone
+            _notify(request, "request.withdrawn", comment=comment)
     return request
 
 
@@ -841,6 +847,17 @@ def _refuse_stale(request: QuotaRequest) -> None:
         field=f"lines[{first['index']}].{first['field']}",
         extra={"request": request.pk, "changes": changes},
     )
+
+
+def _refuse_removed_classes(lines: list[RequestLine]) -> None:
+    """A priority class removed since the request was written is not given to anyone; called
+    with the clusters locked, which a removal takes before it checks (priority_class_delete)."""
+    for index, line in enumerate(lines):
+        _priority_classes_check(
+            line.final_priority_classes,
+            where=f"lines[{index}]",
+            allowed_now=line.current_priority_classes,
+        )
 
 
 def _shown(value) -> str:
@@ -955,6 +972,7 @@ def request_revoke(*, request: QuotaRequest, acting_user: User, comment: str) ->
         _lock_capacity(request)  # the same order as the start of the grant (requests_start_due)
         request = lock_request(request.pk)
         transition(request, S.REVOKED, acting_user=acting_user, comment=comment)
+        _notify(request, "request.revoked")
     return request
 
 
@@ -1068,16 +1086,123 @@ def _each_locked_in(status: str, request_ids, step) -> list[int]:
 
 
 def requests_start_due(*, now: datetime | None = None) -> list[int]:
-    """Apply approved temporary grants whose start has come."""
+    """Start approved temporary grants whose start has come (see _start_grant)."""
     now = now or timezone.now()
     due = QuotaRequest.objects.filter(
         status=S.APPROVED, kind=QuotaRequest.Kind.TEMPORARY, starts_at__lte=now
     )
-    return _each_locked_in(
-        S.APPROVED,
-        due.values_list("pk", flat=True),
-        lambda request: _apply(request, _lines(request), acting_user=None),
+    return _each_locked_in(S.APPROVED, due.values_list("pk", flat=True), _start_grant)
+
+
+class _GrantConflict(Exception):
+    pass
+
+
+def _three_way(base, grant, now, *, what: str):
+    """The grant's value of a field if only the grant changed it, the allocation's if only
+    the allocation did; both changed it differently: a conflict nobody decided."""
+    if grant in (base, now):
+        return now
+    if now == base:
+        return grant
+    raise _GrantConflict(
+        f"{what}: the grant sets {_shown(grant)}, the allocation was changed to {_shown(now)} "
+        f"since the grant was approved (was {_shown(base)})"
     )
+
+
+def _grant_on_top(line: RequestLine) -> bool:
+    """Move a grant's line onto the allocation as it is at the start, in memory.
+
+    The grant was approved as a change of the allocation at its base version. If a
+    permanent change landed since, writing the grant's values would undo it (a lost update),
+    and restoring its base at the end would undo it again. So the grant applies on top: its
+    increase of guarantee and cap is added to the current values, a per-pod max or classes
+    only the grant changes take the grant's value, and what it restores at its end is the
+    allocation at the start. Returns whether the line moved; raises _GrantConflict when it
+    does not hold on top.
+    """
+    allocation, now = allocation_values_now(line)
+    version = allocation.version if allocation else None
+    if version == line.base_version:
+        return False
+    base = line_base_values(line)
+    where = f"{line.team_namespace.name} {line.resource.name}"
+    guarantee = max(Decimal(0), now["guarantee"] + line.final_guarantee - base["guarantee"])
+    cap = max(Decimal(0), now["cap"] + line.final_cap - base["cap"])
+    per_pod_max = _three_way(
+        base["per_pod_max"], line.final_per_pod_max, now["per_pod_max"], what=f"{where} per-pod max"
+    )
+    classes = _three_way(
+        base["priority_classes"],
+        sorted(line.final_priority_classes),
+        now["priority_classes"],
+        what=f"{where} priority classes",
+    )
+    try:
+        g, c, p = allocation_values_check(
+            guarantee=guarantee, cap=cap, per_pod_max=per_pod_max, resource=line.resource
+        )
+    except ValidationFailed as exc:
+        raise _GrantConflict(f"{where} on top of the current allocation: {exc.message}") from None
+    line.current_guarantee, line.current_cap = now["guarantee"], now["cap"]
+    line.current_per_pod_max = now["per_pod_max"]
+    line.current_priority_classes = list(now["priority_classes"])
+    line.current_version = line.base_version = version
+    line.decided_guarantee, line.decided_cap, line.decided_per_pod_max = g, c, p
+    line.decided_priority_classes = list(classes)
+    return True
+
+
+def _start_grant(request: QuotaRequest) -> None:
+    """Apply a scheduled grant, on top of the allocation as it is now; if it no longer holds
+    there (or no longer fits the plan), it does not start: failed, with the reason, told."""
+    lines = _lines(request)
+    before = _lines_json(request)
+    problem = ""
+    try:
+        moved = [_grant_on_top(line) for line in lines]
+        _refuse_removed_classes(lines)
+    except _GrantConflict as exc:
+        problem, moved = str(exc), []
+    except ValidationFailed as exc:
+        problem, moved = exc.message, []
+    if not problem:
+        errors = [
+            f
+            for f in validate_lines(lines, final=True, exclude_request_id=request.pk)
+            if f.is_error
+        ]
+        if errors:
+            problem = "; ".join(f.message for f in errors)
+    if problem:
+        reason = (
+            f"the grant did not start: {problem}. The allocation is left as it is; "
+            "ask again if the team still needs it"
+        )
+        # Shown with the request (page and API) as its first finding; not retried: the
+        # admins approved it against a plan that no longer holds.
+        request.findings = [
+            {"level": "error", "rule": "grant_start", "field": "status", "message": reason},
+            *request.findings,
+        ]
+        request.save(update_fields=["findings"])
+        transition(request, S.FAILED, acting_user=None, comment=reason[:1000])
+        _notify(request, "request.failed", reason=reason)
+        return
+    if any(moved):
+        for line in lines:
+            line.save()
+        audit_record(
+            acting_user=None,
+            action="request.rebased",
+            target=request,
+            before={"status": request.status, "lines": before},
+            after={"status": request.status, "lines": _lines_json(request)},
+            comment="the allocation changed after the grant was approved: it applies on top "
+            "of the allocation as it is at its start and restores that at its end",
+        )
+    _apply(request, lines, acting_user=None)
 
 
 def requests_notify_expiring(*, now: datetime | None = None) -> list[int]:
@@ -1189,21 +1314,27 @@ def request_payload(request: QuotaRequest) -> dict:
 
 
 def _recipients(request: QuotaRequest, event: str) -> list[str]:
+    admins = (
+        User.objects.filter(is_active=True).filter(groups__name="platform-admins")
+        | User.objects.filter(is_active=True, is_superuser=True)
+    ).values_list("email", flat=True)
+    leads = TeamMembership.objects.filter(
+        team=request.team, role=TeamMembership.Role.LEAD, user__is_active=True
+    ).values_list("user__email", flat=True)
     if event == "request.submitted":
-        admins = User.objects.filter(is_active=True).filter(
-            groups__name="platform-admins"
-        ) | User.objects.filter(is_active=True, is_superuser=True)
-        emails = admins.values_list("email", flat=True)
+        emails = list(admins)
+    elif event == "request.withdrawn":
+        # The admins were asked (or gave capacity to a scheduled grant); the leads see it go.
+        emails = [*admins, request.requested_by.email, *leads]
     else:
-        leads = TeamMembership.objects.filter(
-            team=request.team, role=TeamMembership.Role.LEAD, user__is_active=True
-        ).values_list("user__email", flat=True)
         emails = [request.requested_by.email, *leads]
     return sorted({e for e in emails if e})
 
 
-def _notify(request: QuotaRequest, event: str) -> None:
+def _notify(request: QuotaRequest, event: str, **extra) -> None:
     """Queued for after the commit: a rolled-back decision notifies nobody."""
     notify.notify(
-        event=event, payload=request_payload(request), recipients=_recipients(request, event)
+        event=event,
+        payload={**request_payload(request), **extra},
+        recipients=_recipients(request, event),
     )

@@ -18,8 +18,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     S.SUBMITTED: frozenset({S.APPROVED, S.REJECTED, S.CHANGES_REQUESTED, S.WITHDRAWN}),
     S.CHANGES_REQUESTED: frozenset({S.SUBMITTED, S.WITHDRAWN}),
     # An approved request stays approved only while it is a temporary grant waiting for its
-    # start: until then its requester may withdraw it and an admin may revoke it.
-    S.APPROVED: frozenset({S.APPLYING, S.WITHDRAWN, S.REVOKED}),
+    # start: until then its requester may withdraw it and an admin may revoke it. A grant
+    # that no longer holds at its start fails without applying anything.
+    S.APPROVED: frozenset({S.APPLYING, S.FAILED, S.WITHDRAWN, S.REVOKED}),
     S.APPLYING: frozenset({S.APPLIED, S.ACTIVE, S.FAILED}),
     S.FAILED: frozenset({S.APPLIED, S.ACTIVE, S.APPLYING}),
     S.ACTIVE: frozenset({S.EXPIRED}),

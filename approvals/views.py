@@ -404,6 +404,8 @@ def _render_detail(
     approve_form.lines = lines
     for line in lines:
         line.decided_fields = approve_form.line_fields(line)
+        line.decided_removal = approve_form.removal_field(line)
+        line.decided_class_fields = approve_form.class_fields(line)
     timeline = AuditEvent.objects.filter(target_type="QuotaRequest", target_id=str(qr.pk)).order_by(
         "seq"
     )

@@ -2,14 +2,16 @@
 
 The admin is no side door: allocations are read-only here (they change through quota
 requests: rules, approval, version, audit, sync), and capacity and priority class edits go
-through the same services as everywhere else (checked, audited, synced). Nothing that would
-delete allocations or their history is offered.
+through the same services as everywhere else (checked, audited, synced), deletes included
+(refused while allocations depend on them). Nothing that would delete allocations or their
+history is offered.
 """
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.db import transaction
-from django.shortcuts import get_object_or_404
+from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
@@ -39,9 +41,13 @@ from quotas.models.audit import AuditChainHead
 from quotas.services import (
     PRIORITY_CLASS_IMMUTABLE,
     cluster_capacity_check,
+    cluster_capacity_delete,
+    cluster_capacity_delete_problems,
     cluster_capacity_set,
     cluster_set_sync_mode,
     cluster_sync_request,
+    priority_class_delete,
+    priority_class_delete_problems,
     priority_class_save,
     team_namespace_set_shadow,
 )
@@ -227,6 +233,47 @@ class ServiceErrorsForm(forms.ModelForm):
         self.add_error(exc.field if exc.field in self.fields else None, exc.message)
 
 
+class DeleteThroughServiceMixin:
+    """Delete one object at a time through its service: the refusal (and why) is shown on the
+    object's page instead of a confirmation; no bulk delete bypasses the checks."""
+
+    def delete_problems(self, obj) -> list[str]:
+        raise NotImplementedError
+
+    def delete_through_service(self, request, obj) -> None:
+        raise NotImplementedError
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    def _back_to(self, obj):
+        opts = self.model._meta
+        return redirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk]))
+
+    def delete_view(self, request, object_id, extra_context=None):
+        obj = self.get_object(request, unquote(object_id))
+        if obj is not None:
+            problems = self.delete_problems(obj)
+            if problems:
+                for problem in problems:
+                    messages.error(request, problem)
+                return self._back_to(obj)
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except ApplicationError as exc:  # changed between the page and the confirmation
+            messages.error(request, exc.message)
+            return self._back_to(obj)
+
+    def delete_model(self, request, obj):
+        self.delete_through_service(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            self.delete_through_service(request, obj)
+
+
 class ClusterCapacityForm(ServiceErrorsForm):
     class Meta:
         model = ClusterCapacity
@@ -248,7 +295,7 @@ class ClusterCapacityForm(ServiceErrorsForm):
 
 
 @admin.register(ClusterCapacity)
-class ClusterCapacityAdmin(admin.ModelAdmin):
+class ClusterCapacityAdmin(DeleteThroughServiceMixin, admin.ModelAdmin):
     form = ClusterCapacityForm
     list_display = ["cluster", "resource", "capacity"]
     list_filter = ["cluster", "resource"]
@@ -267,8 +314,11 @@ class ClusterCapacityAdmin(admin.ModelAdmin):
         )
         obj.pk = saved.pk
 
-    def has_delete_permission(self, request, obj=None):
-        return False  # a resource leaves a cluster by capacity 0, checked against guarantees
+    def delete_problems(self, obj) -> list[str]:
+        return cluster_capacity_delete_problems(capacity=obj)
+
+    def delete_through_service(self, request, obj) -> None:
+        cluster_capacity_delete(capacity=obj, acting_user=request.user)
 
 
 class PriorityClassForm(ServiceErrorsForm):
@@ -278,7 +328,7 @@ class PriorityClassForm(ServiceErrorsForm):
 
 
 @admin.register(PriorityClass)
-class PriorityClassAdmin(admin.ModelAdmin):
+class PriorityClassAdmin(DeleteThroughServiceMixin, admin.ModelAdmin):
     form = PriorityClassForm
     list_display = ["name", "value", "preempts", "description"]
     search_fields = ["name", "description"]
@@ -290,8 +340,11 @@ class PriorityClassAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         priority_class_save(priority_class=obj, acting_user=request.user)
 
-    def has_delete_permission(self, request, obj=None):
-        return False  # allocations name their classes; removing one is not an admin edit
+    def delete_problems(self, obj) -> list[str]:
+        return priority_class_delete_problems(priority_class=obj)
+
+    def delete_through_service(self, request, obj) -> None:
+        priority_class_delete(priority_class=obj, acting_user=request.user)
 
 
 class TeamMembershipInline(admin.TabularInline):

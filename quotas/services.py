@@ -356,3 +356,117 @@ def priority_class_save(
             after=_priority_class_state(priority_class),
         )
     return priority_class
+
+
+def _every_cluster_synced(*, acting_user: User | None, reason: str) -> None:
+    for cluster in Cluster.objects.select_for_update().order_by("id"):
+        cluster_plan_touch(cluster_id=cluster.pk)
+        cluster_sync_request(cluster=cluster, acting_user=acting_user, reason=reason)
+
+
+def priority_class_delete_problems(*, priority_class: PriorityClass) -> list[str]:
+    """Why the class cannot be removed now (empty: it can): allocations that allow it."""
+    using = [
+        f"{a.team_namespace.name} {a.resource.name} ({a.team_namespace.cluster.name})"
+        for a in Allocation.objects.exclude(priority_classes=[])
+        .select_related("team_namespace__cluster", "resource")
+        .order_by("team_namespace__name", "resource__name")
+        if priority_class.name in a.priority_classes
+    ]
+    if not using:
+        return []
+    return [
+        f"priority class {priority_class.name} is allowed by {len(using)} allocation(s): "
+        f"{', '.join(using[:10])}{' …' if len(using) > 10 else ''}; change them by request first"
+    ]
+
+
+def priority_class_delete(*, priority_class: PriorityClass, acting_user: User | None) -> None:
+    """Remove a priority class no allocation allows: audited; every cluster is synced, which
+    prunes the PriorityClass object the portal wrote there.
+
+    The clusters are locked before the check, as every approval locks the clusters of its
+    allocations before writing them, so no approval can give the class to an allocation
+    between the check and the delete.
+    """
+    with transaction.atomic():
+        locked = PriorityClass.objects.select_for_update().filter(pk=priority_class.pk).first()
+        if locked is None:
+            return  # removed meanwhile
+        list(Cluster.objects.select_for_update().order_by("id").values_list("id", flat=True))
+        problems = priority_class_delete_problems(priority_class=locked)
+        if problems:
+            raise ValidationFailed(problems[0], field="name")
+        before = _priority_class_state(locked)
+        gone = PriorityClass(pk=locked.pk, name=locked.name, value=locked.value)  # audit target
+        locked.delete()
+        _every_cluster_synced(
+            acting_user=acting_user, reason=f"priority class {before['name']} removed"
+        )
+        audit_record(
+            acting_user=acting_user,
+            action="priority_class.deleted",
+            target=gone,
+            before=before,
+            after=None,
+        )
+
+
+def cluster_capacity_delete_problems(*, capacity: ClusterCapacity) -> list[str]:
+    """Why the capacity cannot be removed now (empty: it can): allocations of the resource."""
+    allocations = Allocation.objects.filter(
+        team_namespace__cluster_id=capacity.cluster_id, resource_id=capacity.resource_id
+    )
+    count = allocations.count()
+    if not count:
+        return []
+    names = list(
+        allocations.order_by("team_namespace__name")[:10].values_list(
+            "team_namespace__name", flat=True
+        )
+    )
+    return [
+        f"{count} allocation(s) of {capacity.resource.name} exist on {capacity.cluster.name} "
+        f"({', '.join(names)}{' …' if count > 10 else ''}): a resource leaves a cluster once "
+        "no namespace there has an allocation of it"
+    ]
+
+
+def cluster_capacity_delete(*, capacity: ClusterCapacity, acting_user: User | None) -> None:
+    """Remove a resource from a cluster while no allocation of it exists there: audited,
+    then synced. Locks the capacity row first, as approvals do, so no approval creates an
+    allocation of the resource between the check and the delete."""
+    with transaction.atomic():
+        row = (
+            ClusterCapacity.objects.select_for_update()
+            .select_related("cluster", "resource")
+            .filter(pk=capacity.pk)
+            .first()
+        )
+        if row is None:
+            return
+        problems = cluster_capacity_delete_problems(capacity=row)
+        if problems:
+            raise ValidationFailed(problems[0], field="capacity")
+        before = {
+            "cluster": row.cluster.name,
+            "resource": row.resource.name,
+            "capacity": amount_text(row.capacity),
+        }
+        gone = ClusterCapacity(
+            pk=row.pk, cluster=row.cluster, resource=row.resource, capacity=row.capacity
+        )
+        row.delete()
+        cluster_plan_touch(cluster_id=row.cluster_id)
+        cluster_sync_request(
+            cluster=row.cluster,
+            acting_user=acting_user,
+            reason=f"capacity of {before['resource']} removed",
+        )
+        audit_record(
+            acting_user=acting_user,
+            action="capacity.deleted",
+            target=gone,
+            before=before,
+            after=None,
+        )

@@ -30,12 +30,13 @@ pytestmark = pytest.mark.django_db
 # code's own table: draft → submitted → approved | rejected | changes_requested; withdrawn by
 # the requester; approved → applying → applied | failed; failed retries; temporary grants →
 # active → expired. Plus: an approved grant waiting for its start may be withdrawn by its
-# requester or revoked by an admin (it never applied anything).
+# requester or revoked by an admin (it never applied anything), and it fails without applying
+# anything when it no longer holds at its start.
 EXPECTED: dict[str, set[str]] = {
     "draft": {"submitted", "withdrawn"},
     "submitted": {"approved", "rejected", "changes_requested", "withdrawn"},
     "changes_requested": {"submitted", "withdrawn"},
-    "approved": {"applying", "withdrawn", "revoked"},
+    "approved": {"applying", "failed", "withdrawn", "revoked"},
     "applying": {"applied", "failed", "active"},
     "failed": {"applying", "applied", "active"},  # retried; a retry that succeeds moves on
     "active": {"expired"},

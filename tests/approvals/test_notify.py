@@ -171,7 +171,7 @@ def test_payload_that_is_not_json_is_refused_in_the_caller():
         notify(event="request.submitted", payload={"x": object()}, recipients=[])
 
 
-def test_events_are_the_six_request_events():
+def test_events_are_the_eight_request_events():
     assert {
         "request.submitted",
         "request.decided",
@@ -179,6 +179,8 @@ def test_events_are_the_six_request_events():
         "request.failed",
         "request.expiring",
         "request.expired",
+        "request.withdrawn",
+        "request.revoked",
     } == EVENTS
 
 

@@ -1,5 +1,6 @@
-"""Who may rebase, revoke and delete: every persona × every new move, in the API and on the
-pages (anonymous, auditor, lead of the team, lead of another team, platform admin).
+"""Who may rebase, revoke, withdraw a scheduled grant and delete a draft: every persona ×
+every new move, in the API and on the pages (anonymous, auditor, lead of the team, lead of
+another team, platform admin).
 
 A refusal changes nothing and writes no audit event; a lead of another team does not even learn
 that the request exists (404).
@@ -26,14 +27,21 @@ API = {
     "rebase": {"anonymous": ANON, "auditor": 403, "lead": 200, "other_lead": 404, "admin": 200},
     "revoke": {"anonymous": ANON, "auditor": 403, "lead": 403, "other_lead": 404, "admin": 200},
     "delete": {"anonymous": ANON, "auditor": 403, "lead": 204, "other_lead": 404, "admin": 403},
+    "withdraw": {"anonymous": ANON, "auditor": 403, "lead": 200, "other_lead": 404, "admin": 403},
 }
 # move -> persona -> expected page status (302 after a done move; anonymous goes to login)
 PAGE = {
     "rebase": {"anonymous": 302, "auditor": 403, "lead": 302, "other_lead": 404, "admin": 302},
     "revoke": {"anonymous": 302, "auditor": 403, "lead": 403, "other_lead": 404, "admin": 302},
     "delete": {"anonymous": 302, "auditor": 403, "lead": 302, "other_lead": 404, "admin": 403},
+    "withdraw": {"anonymous": 302, "auditor": 403, "lead": 302, "other_lead": 404, "admin": 403},
 }
-AUDITED = {"rebase": "request.rebased", "revoke": "request.revoked", "delete": "request.deleted"}
+AUDITED = {
+    "rebase": "request.rebased",
+    "revoke": "request.revoked",
+    "delete": "request.deleted",
+    "withdraw": "request.withdrawn",
+}
 PERSONAS = ["anonymous", "auditor", "lead", "other_lead", "admin"]
 
 
@@ -51,7 +59,8 @@ def people(lead_c, lead_a, auditor, admin2):
 
 @pytest.fixture
 def subject(plan, lead_c, gpu, admin, strict_policy):
-    """Per move, a request in the state the move applies to."""
+    """Per move, a request in the state the move applies to (revoke and withdraw: an approved
+    grant waiting for its start)."""
 
     def make(move: str) -> QuotaRequest:
         if move == "delete":
@@ -87,6 +96,8 @@ def _done(move: str, request: QuotaRequest) -> bool:
     request.refresh_from_db()
     if move == "revoke":
         return request.status == S.REVOKED
+    if move == "withdraw":
+        return request.status == S.WITHDRAWN
     return request.lines.get().base_version == 2
 
 
@@ -141,6 +152,11 @@ def test_buttons_show_only_for_who_may(client, move, persona, people, subject):
     if persona == "other_lead":
         assert response.status_code == 404
         return
-    button = {"rebase": "rebase", "revoke": "revoke-button", "delete": "delete"}[move]
+    button = {
+        "rebase": "rebase",
+        "revoke": "revoke-button",
+        "delete": "delete",
+        "withdraw": "withdraw",
+    }[move]
     may = PAGE[move][persona] == 302
     assert (f'data-testid="{button}"' in response.content.decode()) == may

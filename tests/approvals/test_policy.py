@@ -79,11 +79,38 @@ def test_adding_a_class_that_outranks_the_allowed_ones_is_named_and_waits():
     )
     assert not delta.is_decrease_only
     decision = decide_policy([delta], {}, plan_has_errors=False)
-    assert (decision.auto_approve, decision.approvals_needed) == (False, 1)
+    # By default a class that outranks the allowed ones lets the team preempt: two admins.
+    assert (decision.auto_approve, decision.approvals_needed) == (False, 2)
     assert decision.reason == (
         "adds priority class production-inference (value 100000, above experiment 1000, the "
-        "highest it allows now) on team-c-dev nvidia.com/gpu: a platform admin must approve"
+        "highest it allows now) on team-c-dev nvidia.com/gpu: a higher priority class lets the "
+        "team preempt others, two admins must approve"
     )
+    one = {"demo": PolicyFacts(two_admins_for_higher_class=False)}
+    decision = decide_policy([delta], one, plan_has_errors=False)
+    assert (decision.auto_approve, decision.approvals_needed) == (False, 1)
+    assert decision.reason.endswith(
+        "the highest it allows now) on team-c-dev nvidia.com/gpu: a platform admin must approve"
+    )
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "needed"),
+    [
+        ({"experiment"}, set(), 2),  # no restriction: production-inference is allowed too
+        ({"production-inference"}, set(), 1),  # nothing above what it has
+        ({"production-inference"}, {"production-inference", "experiment"}, 1),  # a lower one
+        (set(), {"production-inference"}, 0),  # a restriction is a narrowing
+    ],
+)
+def test_only_a_class_above_the_allowed_ones_needs_two_admins(before, after, needed):
+    delta = fields(classes_before=frozenset(before), classes_after=frozenset(after))
+    decision = decide_policy([delta], {}, plan_has_errors=False)
+    assert decision.approvals_needed == needed, decision.reason
+    if needed == 2 and not after:
+        assert "allowing production-inference (value 100000, above experiment 1000" in (
+            decision.reason
+        )
 
 
 @pytest.mark.parametrize(

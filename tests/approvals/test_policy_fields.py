@@ -331,3 +331,62 @@ def test_a_class_the_allocation_has_but_the_portal_no_longer_knows_never_blocks(
             gpu,
             LineInput(team_c_dev.pk, gpu.pk, 2, 3, priority_classes=("experiment", "gold")),
         )
+
+
+# --- a class above every class the allocation allows: two admins (configurable) --------------
+
+
+def test_api_a_higher_class_needs_two_admins(team_c_dev, lead_c, gpu, admin, admin2):
+    response = as_user(lead_c).post(
+        "/api/v1/requests/",
+        api_line(priority_classes=["production-inference", "experiment"]),
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    created = response.json()
+    assert (created["status"], created["approvals_needed"]) == ("submitted", 2)
+    assert "lets the team preempt others, two admins must approve" in created["policy_reason"]
+    first = as_user(admin).post(f"/api/v1/requests/{created['id']}/approve/", format="json")
+    assert first.status_code == 200 and first.json()["status"] == "submitted"
+    assert allocation(team_c_dev, gpu).priority_classes == ["experiment"]
+    second = as_user(admin2).post(f"/api/v1/requests/{created['id']}/approve/", format="json")
+    assert second.json()["status"] == "applying"
+    assert allocation(team_c_dev, gpu).priority_classes == ["experiment", "production-inference"]
+
+
+def test_with_the_policy_off_one_admin_allows_a_higher_class(team_c_dev, lead_c, gpu, cluster):
+    from approvals.models import ApprovalPolicy
+
+    ApprovalPolicy.objects.create(cluster=cluster, two_admins_for_higher_class=False)
+    request = submit(
+        lead_c,
+        team_c_dev,
+        gpu,
+        LineInput(
+            team_c_dev.pk, gpu.pk, 2, 4, priority_classes=("production-inference", "experiment")
+        ),
+    )
+    assert (request.status, request.approvals_needed) == (S.SUBMITTED, 1)
+    assert request.policy_reason.endswith("a platform admin must approve")
+
+
+def test_a_higher_class_an_admin_decides_needs_a_second_admin(
+    team_c_dev, lead_c, gpu, admin, admin2, strict_policy
+):
+    from approvals.services import Decision, request_approve
+
+    request = submit(lead_c, team_c_dev, gpu, LineInput(team_c_dev.pk, gpu.pk, 3, 4))
+    assert request.approvals_needed == 1
+    line = request.lines.get()
+    request_approve(
+        request=request,
+        acting_user=admin,
+        decisions=[Decision(line.pk, 3, 4, priority_classes=("experiment", "training"))],
+    )
+    request.refresh_from_db()
+    assert (request.status, request.approvals_needed) == (S.SUBMITTED, 2)
+    assert allocation(team_c_dev, gpu).guarantee == 2  # nothing applied on one approval
+    request_approve(request=request, acting_user=admin2)
+    request.refresh_from_db()
+    assert request.status == S.APPLYING
+    assert allocation(team_c_dev, gpu).priority_classes == ["experiment", "training"]

@@ -21,6 +21,7 @@ from approvals.services import (
     request_withdraw,
     requests_expire_due,
     requests_follow_syncs,
+    requests_start_due,
 )
 from portal.errors import ApplicationError
 from quotas.models import Allocation, AuditEvent, SyncRequest, Team, TeamNamespace
@@ -215,3 +216,117 @@ def test_auto_approve_vs_admin_approve(round_, plan, lead_c, other_team_lead, gp
         assert for_c.status in (S.DRAFT, S.SUBMITTED)  # refused at submit, or waits
     for request in (for_b, for_c):
         assert_audit_matches(request)
+
+
+@pytest.mark.parametrize("round_", ROUNDS)
+def test_a_grant_starting_vs_an_admin_approving_a_change_of_the_same_allocation(
+    round_, plan, lead_c, gpu, admin, admin2, strict_policy
+):
+    ns = plan["team-c"]
+    starts = timezone.now() + timedelta(hours=1)
+    grant = new_request(
+        lead_c, ns, gpu, 3, 5, kind="temporary", starts_at=starts, ends_in=timedelta(hours=6)
+    )
+    request_submit(request=grant, acting_user=lead_c)
+    request_approve(request=grant, acting_user=admin)  # 2/4 → 3/5 from its start
+    change = request_submit(request=new_request(lead_c, ns, gpu, 2, 6), acting_user=lead_c)
+
+    outcomes = race(
+        lambda: requests_start_due(now=starts + timedelta(minutes=1)),
+        lambda: request_approve(request=change, acting_user=admin2),
+    )
+    assert outcomes[0] == "ok", outcomes  # the start itself never raises
+    grant.refresh_from_db()
+    change.refresh_from_db()
+    allocation = Allocation.objects.get(team_namespace=ns)
+    assert grant.status == S.APPLYING
+    if outcomes[1] == "ok":
+        # The change came first: the grant started on top of it, nothing was lost.
+        assert change.status == S.APPLYING
+        assert (allocation.guarantee, allocation.cap, allocation.version) == (3, 7, 3)
+        line = grant.lines.get()
+        assert (line.current_cap, line.base_version) == (6, 2)  # restored at the end
+    else:
+        # The grant came first: approving the change written against 2/4 would undo it.
+        assert outcomes[1] == "NotAllowed", outcomes
+        assert change.status == S.SUBMITTED and change.approvals.count() == 0
+        assert (allocation.guarantee, allocation.cap, allocation.version) == (3, 5, 2)
+    assert guaranteed(ns.cluster) <= 16
+    assert_audit_matches(change)
+    assert actions(grant).count("request.applying") == 1
+
+
+@pytest.mark.parametrize("round_", ROUNDS)
+def test_removing_a_priority_class_vs_approving_a_request_that_adds_it(
+    round_, plan, lead_c, gpu, admin, admin2, strict_policy
+):
+    from approvals.services import LineInput, request_create
+    from quotas.models import PriorityClass
+    from quotas.services import priority_class_delete
+
+    ns = plan["team-c"]
+    PriorityClass.objects.create(name="experiment", value=100)
+    PriorityClass.objects.create(name="batch", value=50)
+    allocation_set(
+        team_namespace=ns,
+        resource=gpu,
+        guarantee=2,
+        cap=4,
+        priority_classes=["experiment"],
+        acting_user=admin,
+    )
+    batch = PriorityClass.objects.get(name="batch")
+    adding = request_create(
+        team=ns.team,
+        acting_user=lead_c,
+        justification="batch jobs at night",
+        lines=[LineInput(ns.pk, gpu.pk, 2, 4, priority_classes=("batch", "experiment"))],
+        submit=True,
+    )
+    outcomes = race(
+        lambda: priority_class_delete(priority_class=batch, acting_user=admin),
+        lambda: request_approve(request=adding, acting_user=admin2),
+    )
+    assert sorted(outcomes) == ["ValidationFailed", "ok"], outcomes
+    allocation = Allocation.objects.get(team_namespace=ns)
+    adding.refresh_from_db()
+    if outcomes[0] == "ok":  # removed first: the approval refuses the unknown class
+        assert not PriorityClass.objects.filter(name="batch").exists()
+        assert adding.status == S.SUBMITTED and allocation.priority_classes == ["experiment"]
+    else:  # approved first: the class is in use and stays
+        assert PriorityClass.objects.filter(name="batch").exists()
+        assert allocation.priority_classes == ["batch", "experiment"]
+    # Never an allocation allowing a class that no longer exists.
+    assert set(allocation.priority_classes) <= set(
+        PriorityClass.objects.values_list("name", flat=True)
+    )
+    assert_audit_matches(adding)
+
+
+@pytest.mark.parametrize("round_", ROUNDS)
+def test_revoking_a_grant_vs_its_start(round_, plan, lead_c, gpu, admin, admin2, strict_policy):
+    from approvals.services import request_revoke
+
+    ns = plan["team-c"]
+    starts = timezone.now() + timedelta(hours=1)
+    grant = new_request(
+        lead_c, ns, gpu, 4, 6, kind="temporary", starts_at=starts, ends_in=timedelta(hours=6)
+    )
+    request_submit(request=grant, acting_user=lead_c)
+    request_approve(request=grant, acting_user=admin)
+    outcomes = race(
+        lambda: requests_start_due(now=starts + timedelta(minutes=1)),
+        lambda: request_revoke(request=grant, acting_user=admin2, comment="needed elsewhere"),
+    )
+    assert outcomes[0] == "ok" and outcomes[1] in ("ok", "NotAllowed"), outcomes
+    grant.refresh_from_db()
+    allocation = Allocation.objects.get(team_namespace=ns)
+    if outcomes[1] == "ok":  # revoked before it started: nothing applied, nothing synced
+        assert grant.status == S.REVOKED
+        assert (allocation.guarantee, allocation.version) == (2, 1)
+        assert not grant.sync_requests.exists()
+    else:  # started first: a started grant is not revoked
+        assert grant.status == S.APPLYING
+        assert (allocation.guarantee, allocation.version) == (4, 2)
+    trail = actions(grant)
+    assert trail.count("request.revoked") + trail.count("request.applying") == 1, trail

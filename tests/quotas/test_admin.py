@@ -19,7 +19,12 @@ from quotas.models import (
     PriorityClass,
     SyncRequest,
 )
-from quotas.services import priority_class_save
+from quotas.services import (
+    allocation_set,
+    cluster_capacity_delete,
+    priority_class_delete,
+    priority_class_save,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -139,12 +144,6 @@ def test_capacity_edit_is_audited_and_synced(admin_client, admin, alloc_a):
     event = AuditEvent.objects.get(action="capacity.changed")
     assert (event.actor, event.before, event.after["capacity"]) == (admin, {"capacity": "16"}, "24")
     assert SyncRequest.objects.filter(cluster=capacity.cluster).count() == 1
-    assert (
-        admin_client.post(
-            f"/admin/quotas/clustercapacity/{capacity.pk}/delete/", {"post": "yes"}
-        ).status_code
-        == 403
-    )
 
 
 def test_capacity_added_in_the_admin_is_audited(admin_client, cluster):
@@ -252,10 +251,120 @@ def test_the_service_refuses_a_change_of_an_immutable_field(admin, field, value)
     assert (stored.value, stored.preempts) == (1000, False)
 
 
-def test_priority_classes_are_not_deleted_in_the_admin(admin_client, admin):
+# --- deleting priority classes and capacities: through the services, refused while used ------
+
+
+def messages_of(response) -> list[str]:
+    return [str(m) for m in response.wsgi_request._messages]
+
+
+@pytest.fixture
+def experiment(admin):
+    return priority_class_save(
+        priority_class=PriorityClass(name="experiment", value=1000), acting_user=admin
+    )
+
+
+def test_a_priority_class_an_allocation_allows_is_not_deleted(
+    admin_client, admin, experiment, ns_a, gpu
+):
+    allocation_set(
+        team_namespace=ns_a,
+        resource=gpu,
+        guarantee=1,
+        cap=2,
+        priority_classes=["experiment"],
+        acting_user=admin,
+    )
+    url = f"/admin/quotas/priorityclass/{experiment.pk}/delete/"
+    for response in (admin_client.get(url), admin_client.post(url, {"post": "yes"})):
+        assert response.status_code == 302
+        assert response["Location"].endswith(f"/priorityclass/{experiment.pk}/change/")
+        assert messages_of(response)[-1] == (
+            "priority class experiment is allowed by 1 allocation(s): team-a-training "
+            "nvidia.com/gpu (demo); change them by request first"
+        )
+    assert PriorityClass.objects.filter(pk=experiment.pk).exists()
+    assert not AuditEvent.objects.filter(action="priority_class.deleted").exists()
+    with pytest.raises(ValidationFailed) as err:
+        priority_class_delete(priority_class=experiment, acting_user=admin)
+    assert err.value.field == "name"
+
+
+def test_an_unused_priority_class_is_deleted_audited_and_synced(
+    admin_client, admin, experiment, cluster
+):
+    SyncRequest.objects.all().delete()
+    url = f"/admin/quotas/priorityclass/{experiment.pk}/delete/"
+    assert "Are you sure" in admin_client.get(url).content.decode()
+    response = admin_client.post(url, {"post": "yes"})
+    assert response.status_code == 302
+    assert not PriorityClass.objects.filter(name="experiment").exists()
+    event = AuditEvent.objects.get(action="priority_class.deleted")
+    assert (event.actor, event.before["name"], event.after) == (admin, "experiment", None)
+    assert event.target_id == str(experiment.pk)
+    assert SyncRequest.objects.filter(cluster=cluster).count() == 1
+
+
+def test_no_bulk_delete_of_priority_classes_or_capacities(admin_client, experiment, cluster):
+    for model in ("priorityclass", "clustercapacity"):
+        page = admin_client.get(f"/admin/quotas/{model}/").content.decode()
+        assert "delete_selected" not in page
+    response = admin_client.post(
+        "/admin/quotas/priorityclass/",
+        {"action": "delete_selected", "_selected_action": [experiment.pk], "post": "yes"},
+    )
+    assert PriorityClass.objects.filter(pk=experiment.pk).exists(), response.status_code
+
+
+def test_a_capacity_with_allocations_of_its_resource_is_not_deleted(admin_client, admin, alloc_a):
+    capacity = ClusterCapacity.objects.get()
+    response = admin_client.post(
+        f"/admin/quotas/clustercapacity/{capacity.pk}/delete/", {"post": "yes"}
+    )
+    assert response.status_code == 302
+    assert messages_of(response) == [
+        "1 allocation(s) of nvidia.com/gpu exist on demo (team-a-training): a resource leaves "
+        "a cluster once no namespace there has an allocation of it"
+    ]
+    assert ClusterCapacity.objects.filter(pk=capacity.pk).exists()
+    with pytest.raises(ValidationFailed) as err:
+        cluster_capacity_delete(capacity=capacity, acting_user=admin)
+    assert err.value.field == "capacity"
+
+
+def test_a_capacity_without_allocations_is_deleted_audited_and_synced(admin_client, admin, cluster):
+    capacity = ClusterCapacity.objects.get()
+    response = admin_client.post(
+        f"/admin/quotas/clustercapacity/{capacity.pk}/delete/", {"post": "yes"}
+    )
+    assert response.status_code == 302
+    assert not ClusterCapacity.objects.exists()
+    event = AuditEvent.objects.get(action="capacity.deleted")
+    assert (event.actor, event.after) == (admin, None)
+    assert event.before == {"cluster": "demo", "resource": "nvidia.com/gpu", "capacity": "16"}
+    assert SyncRequest.objects.filter(cluster=cluster).count() == 1
+
+
+def test_a_removed_priority_class_is_pruned_from_the_cluster(
+    admin, cluster, kube_sandbox, kube_client, django_capture_on_commit_callbacks
+):
+    from kubernetes import client as k8s
+
+    from quotas.kube.sync import cluster_sync
+
+    Cluster.objects.filter(pk=cluster.pk).update(sandbox_url=kube_sandbox.url)
     pc = priority_class_save(
         priority_class=PriorityClass(name="experiment", value=1000), acting_user=admin
     )
-    response = admin_client.post(f"/admin/quotas/priorityclass/{pc.pk}/delete/", {"post": "yes"})
-    assert response.status_code == 403
-    assert PriorityClass.objects.filter(pk=pc.pk).exists()
+
+    def live_classes() -> set[str]:
+        with django_capture_on_commit_callbacks(execute=False):
+            run = cluster_sync(cluster_id=cluster.pk)
+        assert run.status == "succeeded", run.error
+        items = k8s.SchedulingV1Api(kube_client).list_priority_class().items
+        return {item.metadata.name for item in items}
+
+    assert "experiment" in live_classes()
+    priority_class_delete(priority_class=pc, acting_user=admin)
+    assert "experiment" not in live_classes()

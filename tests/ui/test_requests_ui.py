@@ -119,3 +119,53 @@ def test_the_form_fills_in_the_current_values_and_keeps_them(
     assert (line.requested_cap, line.requested_per_pod_max) == (5, 2)
     assert line.requested_priority_classes == ["experiment"]
     assert Allocation.objects.get(team_namespace=plan["team-c"]).per_pod_max == 2
+
+
+def test_admin_removes_the_per_pod_max_and_widens_the_classes_in_the_approve_form(
+    open_session, artifacts, plan, lead_c, admin, gpu, strict_policy
+):
+    from approvals.services import LineInput, request_create
+    from quotas.models import Allocation, PriorityClass
+    from quotas.services import allocation_set
+
+    PriorityClass.objects.create(name="production-inference", value=100000)
+    PriorityClass.objects.create(name="experiment", value=100)
+    strict_policy.two_admins_for_higher_class = False  # one admin decides here
+    strict_policy.save()
+    ns = plan["team-c"]
+    allocation_set(
+        team_namespace=ns,
+        resource=gpu,
+        guarantee=2,
+        cap=4,
+        per_pod_max=2,
+        priority_classes=["experiment"],
+        acting_user=admin,
+    )
+    request = request_create(
+        team=ns.team,
+        acting_user=lead_c,
+        justification="evaluation pods of four GPUs",
+        lines=[LineInput(ns.pk, gpu.pk, 3, 4)],
+        submit=True,
+    )
+    line_id = request.lines.get().pk
+
+    page = open_session("admin")
+    page.goto(f"/requests/{request.pk}/")
+    page.check(f"input[name=decided-{line_id}-remove_per_pod_max]")
+    page.select_option(
+        f"select[name=decided-{line_id}-priority_classes]",
+        ["experiment", "production-inference"],
+    )
+    page.fill("#id_comment", "pods may use the whole cap; serving needs the high class")
+    page.screenshot(path=str(artifacts / "request-decide-classes.png"), full_page=True)
+    page.click("[data-testid=approve]")
+
+    expect(page.locator("[data-testid=status]")).to_have_text("applying")
+    expect(page.locator(f"[data-testid=line-{line_id}]")).to_contain_text(
+        "experiment → experiment, production-inference"
+    )
+    allocation = Allocation.objects.get(team_namespace=ns)
+    assert allocation.per_pod_max is None
+    assert allocation.priority_classes == ["experiment", "production-inference"]
