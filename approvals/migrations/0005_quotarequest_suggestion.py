@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("approvals", "0003_request_line_base_version_and_revoked"),
+        ("approvals", "0004_approval_policy_two_admins_for_higher_class"),
         ("quotas", "0006_suggestions"),
     ]
 
