@@ -204,6 +204,9 @@ SYNC_LEASE_SECONDS = env.int("SYNC_LEASE_SECONDS", default=120)
 KUBE_REQUEST_TIMEOUT = env.float("KUBE_REQUEST_TIMEOUT", default=15.0)
 # A pending sync older than this was probably lost (dead worker, lost message): re-drive it.
 SYNC_PENDING_REDRIVE_SECONDS = env.int("SYNC_PENDING_REDRIVE_SECONDS", default=60)
+# Writes a sync sends to one API server at the same time (independent objects of one kind only;
+# hierarchies and deletes go one by one). 1 writes strictly one after another.
+SYNC_CONCURRENCY = env.int("SYNC_CONCURRENCY", default=4)
 
 # --- Notifications ------------------------------------------------------------------------------
 # URLs that receive every quota request event as a signed JSON POST (comma-separated).

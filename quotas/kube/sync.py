@@ -11,8 +11,11 @@ change can never land after a newer one. Every run is recorded.
 import logging
 import os
 import socket
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -30,7 +33,7 @@ from quotas.kube.client import (
     client_for_cluster,
 )
 from quotas.kube.diff import differences, live_view, owned, union_shape
-from quotas.kube.order import DELETE, Step, write_order
+from quotas.kube.order import DELETE, PARENT_FIELD, Step, write_order
 from quotas.kube.plan import AllocationChange, ClusterPlan, cluster_plan, plan_with_changes
 from quotas.kube.render import (
     CLUSTER_LABEL,
@@ -58,6 +61,8 @@ log = logging.getLogger(__name__)
 # The lease is renewed when a quarter of its time has passed (a database write each time).
 RENEW_AFTER_SHARE = 0.25
 CONFLICT_RETRIES = 3
+# Longest run of writes sent at the same time between two looks at the lease.
+CONCURRENT_BATCH_MAX = 200
 Action = SyncObjectResult.Action
 Key = tuple[str, str, str, str]
 
@@ -194,6 +199,39 @@ def backend_problems(plan: ClusterPlan, client: KubeClient, api_versions) -> lis
     return problems
 
 
+@dataclass
+class _ExecutionState:
+    """What earlier steps of a run tell later ones."""
+
+    failed_namespaces: set[str] = field(default_factory=set)
+    created_namespaces: set[str] = field(default_factory=set)  # by a dry run: not real yet
+    stopped: set[Key] = field(default_factory=set)  # an intermediate write failed
+
+
+def concurrent_batches(steps: list[Step]) -> Iterator[list[Step]]:
+    """The steps cut into batches that may be written at the same time: runs of applies of one
+    non-hierarchical kind (all Namespaces, then all ResourceQuotas, ...), at most
+    CONCURRENT_BATCH_MAX long; deletes, hierarchy writes (Volcano queues, Kueue cohorts, whose
+    order the webhook checks) and two-step writes go one by one, in order."""
+    batch: list[Step] = []
+    for step in steps:
+        kind = (step.key[0], step.key[1])
+        alone = step.op == DELETE or step.intermediate or kind in PARENT_FIELD
+        if batch and (
+            alone
+            or kind != (batch[0].key[0], batch[0].key[1])
+            or len(batch) >= CONCURRENT_BATCH_MAX
+        ):
+            yield batch
+            batch = []
+        if alone:
+            yield [step]
+        else:
+            batch.append(step)
+    if batch:
+        yield batch
+
+
 class ClusterSyncer:
     """Compares and writes the objects of one plan; no database writes happen in here.
 
@@ -214,6 +252,7 @@ class ClusterSyncer:
         renew=lambda: None,
         dry_run: bool = False,
         only_changed: bool = False,
+        concurrency: int = 1,
     ):
         self.plan = plan
         self.mode = mode
@@ -223,7 +262,9 @@ class ClusterSyncer:
         self.dry_run = dry_run
         self.only_changed = only_changed
         self.field_manager = plan.managed_by
+        self.concurrency = max(1, concurrency)
         self.writes = 0
+        self._writes_lock = threading.Lock()
         self.problems: list[dict] = []
 
     def live_objects(self, skip_versions: set[str]) -> dict[Key, dict]:
@@ -302,52 +343,78 @@ class ClusterSyncer:
 
     def _execute(self, steps: list[Step], live: dict[Key, dict], shadow_keys) -> list[Outcome]:
         outcomes: list[Outcome] = []
-        failed_namespaces: set[str] = set()
-        created_namespaces: set[str] = set()  # by this dry run: they do not exist yet
-        stopped: set[Key] = set()  # an intermediate write failed: the full one waits
+        state = _ExecutionState()
         renew_every = settings.SYNC_LEASE_SECONDS * RENEW_AFTER_SHARE
         renew_at = time.monotonic() + renew_every
-        for step in steps:
-            if time.monotonic() >= renew_at:
-                self.renew()
-                renew_at = time.monotonic() + renew_every
-            key = step.key
-            if step.op == DELETE:
-                outcomes.append(self.prune(key, live[key]))
-                continue
-            if key in stopped:
-                continue
-            namespace = key[2]
-            if namespace and namespace in failed_namespaces:
-                outcomes.append(
-                    Outcome(
-                        key,
-                        Action.ERROR,
-                        error=f"namespace {namespace} not written yet",
-                        transient=True,
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            for batch in concurrent_batches(steps):
+                if time.monotonic() >= renew_at:
+                    self.renew()
+                    renew_at = time.monotonic() + renew_every
+                if len(batch) > 1 and self.concurrency > 1:
+                    # Independent writes (same kind, no hierarchy among them) go out together;
+                    # what they found is taken in afterwards, in order.
+                    written = list(
+                        pool.map(lambda step: self._step(step, live, shadow_keys, state), batch)
                     )
-                )
-                continue
-            outcome = self.sync_object(
-                step.obj,
-                live.get(key),
-                shadow=key in shadow_keys,
-                new_namespace=namespace in created_namespaces,
-            )
-            if outcome.live is not None and not self.dry_run:
-                live[key] = outcome.live
-            if step.intermediate:
-                if outcome.action in (Action.ERROR, Action.FENCED):
-                    stopped.add(key)
-                    outcomes.append(outcome)
-                continue
-            if key[1] == "Namespace":
-                if outcome.action == Action.ERROR:
-                    failed_namespaces.add(key[3])
-                elif outcome.action == Action.CREATED and self.dry_run:
-                    created_namespaces.add(key[3])
-            outcomes.append(outcome)
+                else:
+                    written = [self._step(step, live, shadow_keys, state) for step in batch]
+                for step, outcome in zip(batch, written, strict=True):
+                    self._take_in(step, outcome, live, state, outcomes)
         return outcomes
+
+    def _step(
+        self, step: Step, live: dict[Key, dict], shadow_keys, state: _ExecutionState
+    ) -> Outcome | None:
+        """One write or delete; None when the step is skipped (a stopped intermediate write)."""
+        key = step.key
+        if step.op == DELETE:
+            return self.prune(key, live[key])
+        if key in state.stopped:
+            return None
+        namespace = key[2]
+        if namespace and namespace in state.failed_namespaces:
+            return Outcome(
+                key, Action.ERROR, error=f"namespace {namespace} not written yet", transient=True
+            )
+        return self.sync_object(
+            step.obj,
+            live.get(key),
+            shadow=key in shadow_keys,
+            new_namespace=namespace in state.created_namespaces,
+        )
+
+    def _take_in(
+        self,
+        step: Step,
+        outcome: Outcome | None,
+        live: dict[Key, dict],
+        state: _ExecutionState,
+        outcomes: list[Outcome],
+    ) -> None:
+        if outcome is None:
+            return
+        key = step.key
+        if step.op == DELETE:
+            outcomes.append(outcome)
+            return
+        if outcome.live is not None and not self.dry_run:
+            live[key] = outcome.live
+        if step.intermediate:
+            if outcome.action in (Action.ERROR, Action.FENCED):
+                state.stopped.add(key)
+                outcomes.append(outcome)
+            return
+        if key[1] == "Namespace":
+            if outcome.action == Action.ERROR:
+                state.failed_namespaces.add(key[3])
+            elif outcome.action == Action.CREATED and self.dry_run:
+                state.created_namespaces.add(key[3])
+        outcomes.append(outcome)
+
+    def _count_write(self) -> None:
+        with self._writes_lock:
+            self.writes += 1
 
     def sync_object(
         self, obj: dict, live: dict | None, *, shadow: bool, new_namespace: bool = False
@@ -439,7 +506,7 @@ class ClusterSyncer:
             return Outcome(
                 key, Action.UPDATED if live else Action.CREATED, diff=changes, drift=drift
             )
-        self.writes += 1
+        self._count_write()
         if drift:
             action = Action.DRIFT_RESTORED
         elif live is None:
@@ -478,7 +545,7 @@ class ClusterSyncer:
             if exc.status == 404:
                 return Outcome(key, Action.DELETED)
             return Outcome(key, Action.ERROR, error=str(exc), transient=exc.transient)
-        self.writes += 1
+        self._count_write()
         return Outcome(key, Action.DELETED, diff=diff)
 
     def _release(self, key: Key, live: dict) -> list[dict]:
@@ -588,6 +655,7 @@ def _run_syncer(
             managed=managed,
             renew=renew,
             only_changed=only_changed,
+            concurrency=settings.SYNC_CONCURRENCY,
         )
         outcomes = syncer.run()
     except LeaseLost as exc:
@@ -731,6 +799,7 @@ def cluster_preview(
             client=client,
             managed=managed,
             dry_run=True,
+            concurrency=settings.SYNC_CONCURRENCY,
         )
         return [o for o in syncer.run() if o.action != Action.UNCHANGED]
     finally:
