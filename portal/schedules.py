@@ -48,6 +48,12 @@ DEFAULT_SCHEDULES: list[DefaultSchedule] = [
         every_seconds=settings.USAGE_ROLLUP_SECONDS,
         description="Daily usage rollups of yesterday and today; prune samples past retention.",
     ),
+    DefaultSchedule(
+        name="anchor audit log",
+        task="quotas.anchor_audit_log",
+        every_seconds=settings.AUDIT_ANCHOR_SECONDS,
+        description="Write the audit log's head (seq, hash, MAC) outside the database.",
+    ),
 ]
 
 

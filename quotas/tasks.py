@@ -117,3 +117,11 @@ def collect_cluster_usage(cluster_id: int) -> None:
 def rollup_usage() -> int:
     """Roll up yesterday and today, and prune raw samples past the retention."""
     return usage_rollup_recent().days
+
+
+@shared_task(name="quotas.anchor_audit_log", ignore_result=True)
+def anchor_audit_log() -> None:
+    """Write the audit log's head outside the database (AUDIT_ANCHOR_FILE and the log stream)."""
+    from quotas.audit_anchors import audit_anchor_write
+
+    audit_anchor_write(reason="beat")
