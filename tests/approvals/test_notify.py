@@ -578,3 +578,25 @@ def test_real_worker_sends_what_was_committed_and_nothing_rolled_back(
     wait_until_worker_idle()
     assert [json.loads(r["body"])["event"] for r in webhooks.requests] == ["request.expired"] * 2
     assert [m.subject for m in mail.outbox] == ["[GPU quota] request #12 expired"]
+
+
+@pytest.mark.django_db
+def test_each_notification_anchors_the_audit_log_and_carries_the_anchor(
+    webhooks, settings, tmp_path, monkeypatch, django_capture_on_commit_callbacks, admin, cluster
+):
+    from quotas.audit import audit_record
+
+    settings.AUDIT_ANCHOR_FILE = str(tmp_path / "anchors.jsonl")
+    event = audit_record(acting_user=admin, action="cluster.sync_mode", target=cluster)
+    queued = []
+    monkeypatch.setattr(send_webhook_task, "delay", lambda url, body: queued.append(body))
+    with django_capture_on_commit_callbacks(execute=True):
+        notify(event="request.applied", payload={"id": 1}, recipients=[])
+
+    [line] = (tmp_path / "anchors.jsonl").read_text().splitlines()
+    anchor = json.loads(line)
+    assert (anchor["seq"], anchor["mac"]) == (1, event.mac)
+    assert anchor["reason"] == f"webhook {json.loads(queued[0])['id']}"
+    # Both URLs get the same body, which carries the anchor to the receivers.
+    assert len(queued) == 2 and len(set(queued)) == 1
+    assert json.loads(queued[0])["audit_anchor"] == {"seq": 1, "mac": event.mac}
