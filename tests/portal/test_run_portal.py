@@ -140,7 +140,7 @@ def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
     assert code == 0, output
     assert "admin, admin2" in output  # the demo logins are printed
     assert token not in output  # but never the token
-    assert f"kubectl --kubeconfig {kubeconfig} get namespaces" in output
+    assert f"(token required; kubeconfig {kubeconfig})" in output
     assert "Stopped." in output
     assert not _port_open(port), "web server still running after Ctrl-C"
     assert not _port_open(sandbox_port), "sandbox still running after Ctrl-C"

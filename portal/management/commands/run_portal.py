@@ -172,7 +172,7 @@ class Command(BaseCommand):
             "lead-a, lead-b, lead-c (team leads), viewer (auditor)."
             + "".join(
                 f"\nSandbox Kubernetes API of cluster {name}: http://127.0.0.1:{port}"
-                f" (kubectl --kubeconfig {var_dir / f'kubeconfig-{name}.yaml'} get namespaces)"
+                f" (token required; kubeconfig {var_dir / f'kubeconfig-{name}.yaml'})"
                 for name, port in sandboxes.items()
             )
             + "\nCtrl-C stops everything.\n"
