@@ -7,11 +7,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PORTAL_VAR_DIR=/var/lib/portal
 
 WORKDIR /app
+# The locked tree first (hashes checked), then the portal without resolving anything more.
+COPY requirements.txt ./
+RUN pip install --no-cache-dir --require-hashes -r requirements.txt
 COPY pyproject.toml README.md ./
 COPY portal ./portal
 COPY quotas ./quotas
 COPY approvals ./approvals
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir --no-deps .
 COPY manage.py ./
 COPY templates ./templates
 COPY static ./static

@@ -4,14 +4,25 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint format bench clean
+# Both locks from pyproject.toml, every package pinned with its hashes (make lock; add
+# UV_ARGS=--upgrade to move pins that pyproject leaves free).
+UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --quiet --generate-hashes --universal \
+	--python-version 3.11 $(UV_ARGS)
 
-$(STAMP): pyproject.toml
+.PHONY: run test lint format bench clean lock
+
+# Installs exactly the locked tree (pip refuses anything without a matching hash), then the
+# project itself without letting it pull anything more.
+$(STAMP): pyproject.toml requirements-dev.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
+
+lock: $(STAMP)
+	$(UV_COMPILE) -o requirements.txt
+	$(UV_COMPILE) --extra dev -o requirements-dev.txt
 
 run: $(STAMP)
 	$(BIN)/python manage.py run_portal

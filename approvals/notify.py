@@ -1,8 +1,10 @@
 """Notifications on quota request events: e-mail and signed webhooks, sent after the commit.
 
 The rest of the portal calls :func:`notify` only; the Celery tasks here do the sending. Webhook
-receivers check ``X-Portal-Signature`` with :func:`verify_signature` (or its equivalent) and
-de-duplicate on ``X-Portal-Delivery``: a delivery may arrive more than once (``acks_late``).
+receivers check ``X-Portal-Signature: t=<unix time>,id=<delivery id>,v1=<hex HMAC-SHA256 of
+"t.id.body">`` with :func:`verify_signature` (or its equivalent: README) and de-duplicate on the
+signed delivery id: a delivery may arrive more than once (``acks_late``, retries), always with the
+same id, and a captured one replayed later is refused by its timestamp.
 """
 
 import hashlib
@@ -11,6 +13,7 @@ import http.client
 import json
 import logging
 import random
+import time
 import uuid
 from urllib.error import HTTPError, URLError
 from urllib.parse import urlsplit
@@ -22,6 +25,8 @@ from django.core.mail import send_mail
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.utils import timezone
+
+from quotas.audit_anchors import audit_anchor_write
 
 log = logging.getLogger(__name__)
 
@@ -105,18 +110,94 @@ def notify(*, event: str, payload: dict, recipients: list[str]) -> None:
     )
 
 
-def sign(body: bytes, secret: str) -> str:
-    """``sha256=<hex>``: the HMAC-SHA256 of the exact body bytes with the shared secret."""
+class WebhookSignatureError(ValueError):
+    """A webhook that must not be trusted; the message says why (never the secret)."""
+
+
+def sign(body: bytes, secret: str, *, delivery_id: str, timestamp: int | None = None) -> str:
+    """``t=<unix>,id=<delivery id>,v1=<hex>``: HMAC-SHA256 of ``"<t>.<id>.<body>"``.
+
+    The timestamp bounds how long a captured delivery can be replayed; the id is the receiver's
+    de-duplication key, signed so that a replay cannot pass as a new delivery.
+    """
     if not secret:
         raise ValueError("the webhook secret is empty")
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    if not delivery_id or any(c in delivery_id for c in ",.= "):
+        raise ValueError(f"delivery id {delivery_id!r} must be non-empty without , . = or spaces")
+    t = int(time.time()) if timestamp is None else int(timestamp)
+    return f"t={t},id={delivery_id},v1={_signature_hex(body, secret, t, delivery_id)}"
 
 
-def verify_signature(body: bytes, secret: str, header: str) -> bool:
-    """Whether ``header`` is the signature of ``body`` with ``secret`` (constant-time compare)."""
-    if not secret or not header:
+def _signature_hex(body: bytes, secret: str, t: int, delivery_id: str) -> str:
+    signed = f"{t}.{delivery_id}.".encode() + body
+    return hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+
+
+def check_signature(
+    body: bytes,
+    secret: str,
+    header: str,
+    *,
+    delivery_id: str,
+    tolerance_seconds: float | None = None,
+    now: float | None = None,
+) -> None:
+    """Raise WebhookSignatureError unless ``header`` signs ``body`` for ``delivery_id`` recently.
+
+    ``delivery_id`` is the ``X-Portal-Delivery`` header the receiver de-duplicates on; the
+    timestamp may be at most ``tolerance_seconds`` (default ``WEBHOOK_SIGNATURE_TOLERANCE_SECONDS``)
+    away from ``now``, either way (clocks drift).
+    """
+    if not secret:
+        raise WebhookSignatureError("no webhook secret configured")
+    fields: dict[str, str] = {}
+    for part in (header or "").split(","):
+        key, sep, value = part.strip().partition("=")
+        if not sep or key in fields:
+            raise WebhookSignatureError("signature header is not t=...,id=...,v1=...")
+        fields[key] = value
+    if set(fields) != {"t", "id", "v1"} or not fields["t"].isdigit():
+        raise WebhookSignatureError("signature header is not t=...,id=...,v1=...")
+    t = int(fields["t"])
+    expected = _signature_hex(body, secret, t, fields["id"])
+    if not hmac.compare_digest(expected.encode(), fields["v1"].encode("utf-8", "replace")):
+        raise WebhookSignatureError("signature does not match the body, timestamp and id")
+    if not hmac.compare_digest(
+        fields["id"].encode(), (delivery_id or "").encode("utf-8", "replace")
+    ):
+        raise WebhookSignatureError("the signed delivery id is not the X-Portal-Delivery header")
+    if tolerance_seconds is None:
+        tolerance_seconds = settings.WEBHOOK_SIGNATURE_TOLERANCE_SECONDS
+    age = (time.time() if now is None else now) - t
+    if abs(age) > tolerance_seconds:
+        raise WebhookSignatureError(
+            f"signature timestamp is {abs(age):.0f}s {'old' if age > 0 else 'ahead'}, "
+            f"more than the {tolerance_seconds:.0f}s tolerated (replayed?)"
+        )
+
+
+def verify_signature(
+    body: bytes,
+    secret: str,
+    header: str,
+    *,
+    delivery_id: str,
+    tolerance_seconds: float | None = None,
+    now: float | None = None,
+) -> bool:
+    """Whether :func:`check_signature` accepts the delivery."""
+    try:
+        check_signature(
+            body,
+            secret,
+            header,
+            delivery_id=delivery_id,
+            tolerance_seconds=tolerance_seconds,
+            now=now,
+        )
+    except WebhookSignatureError:
         return False
-    return hmac.compare_digest(sign(body, secret).encode(), header.encode())
+    return True
 
 
 # --- tasks -----------------------------------------------------------------------------------
@@ -180,7 +261,8 @@ def send_webhook_task(self, url: str, body_json: str) -> str:
             "User-Agent": "gpu-quota-portal",
             "X-Portal-Event": envelope["event"],
             "X-Portal-Delivery": envelope["id"],
-            "X-Portal-Signature": sign(body, secret),
+            # Signed at each try: a retry carries a fresh timestamp and the same delivery id.
+            "X-Portal-Signature": sign(body, secret, delivery_id=envelope["id"]),
         },
     )
     retry_after = None
@@ -308,12 +390,16 @@ def _dispatch(
             log.exception("could not queue the e-mail of %s %s", event, notification_id)
     if not urls:
         return
+    # Each notification also anchors the audit log outside the database, and carries the
+    # anchor to its receivers: copies of the head that nobody with database access can reach.
+    anchor = audit_anchor_write(reason=f"webhook {notification_id}")
     body_json = json.dumps(
         {
             "event": event,
             "id": notification_id,
             "sent_at": timezone.now().isoformat(),
             "data": data,
+            "audit_anchor": None if anchor is None else {"seq": anchor.seq, "mac": anchor.mac},
         },
         separators=(",", ":"),
     )

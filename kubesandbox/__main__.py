@@ -34,6 +34,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "--kubeconfig-out", type=Path, help="write a kubeconfig pointing at the server here"
     )
     parser.add_argument(
+        "--allow-faults",
+        action="store_true",
+        help="accept fault injection over HTTP (/sandbox/faults); off by default",
+    )
+    parser.add_argument(
         "--omit-api-version",
         action="append",
         default=[],
@@ -70,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             token=token,
             omit_api_versions=options.omit_api_version,
             namespace_finalize_seconds=options.namespace_finalize_seconds,
+            allow_faults=options.allow_faults,
         )
     except ValueError as exc:
         sys.stderr.write(f"{exc}\n")
@@ -89,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         if options.kubeconfig_out:
             server.write_kubeconfig(options.kubeconfig_out)
         auth = "token required" if token else "no auth"
-        print(f"kube sandbox listening on {server.url} ({auth})", flush=True)
+        faults = "faults allowed" if options.allow_faults else "faults off"
+        print(f"kube sandbox listening on {server.url} ({auth}, {faults})", flush=True)
         while not done.wait(0.5):
             pass
     finally:

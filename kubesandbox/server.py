@@ -249,6 +249,17 @@ class _Handler(BaseHTTPRequestHandler):
             sandbox.stats.reset()
             return _Answer(200, sandbox.stats.as_dict())
         if path == "/sandbox/faults":
+            if not sandbox.allow_faults:
+                # Any local process could otherwise break the demo's "cluster" at will.
+                return _Answer(
+                    403,
+                    errors.ApiError(
+                        403,
+                        "Forbidden",
+                        "fault injection is off: start the sandbox with --allow-faults",
+                        {},
+                    ).status(),
+                )
             if method == "GET":
                 return _Answer(200, {"faults": [r.to_json() for r in sandbox.faults.rules]})
             if method == "DELETE":
@@ -459,7 +470,9 @@ class SandboxServer:
 
     ``state_file`` keeps the objects across restarts (JSON, written atomically shortly after each
     write and on stop). With ``token`` set, every request but the health checks needs
-    ``Authorization: Bearer <token>``. ``omit_api_versions`` (e.g. ``("kueue.x-k8s.io/v1beta2",)``)
+    ``Authorization: Bearer <token>``. ``allow_faults`` opens ``/sandbox/faults`` (fault
+    injection over HTTP; refused with 403 otherwise; ``faults`` stays usable in-process).
+    ``omit_api_versions`` (e.g. ``("kueue.x-k8s.io/v1beta2",)``)
     leaves group-versions out of discovery and answers their paths 404, like a cluster without
     that CRD or with an older one. A deleted namespace stays ``Terminating`` for
     ``namespace_finalize_seconds`` before its objects and itself go away (0: within the DELETE).
@@ -473,8 +486,10 @@ class SandboxServer:
         token: str | None = None,
         omit_api_versions: Iterable[str] = (),
         namespace_finalize_seconds: float = 0.0,
+        allow_faults: bool = False,
     ) -> None:
         self.host = host
+        self.allow_faults = allow_faults
         self._requested_port = port
         self.token = token or None
         self.stats = Stats()

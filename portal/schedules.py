@@ -61,6 +61,12 @@ DEFAULT_SCHEDULES: list[DefaultSchedule] = [
         },
         description="Suggest next month's guarantee and cap of every namespace from last month.",
     ),
+    DefaultSchedule(
+        name="anchor audit log",
+        task="quotas.anchor_audit_log",
+        every_seconds=settings.AUDIT_ANCHOR_SECONDS,
+        description="Write the audit log's head (seq, hash, MAC) outside the database.",
+    ),
 ]
 
 

@@ -243,3 +243,20 @@ if not 1 <= SUGGESTIONS_DAY_OF_MONTH <= 28:
     raise ImproperlyConfigured("SUGGESTIONS_DAY_OF_MONTH must be 1 to 28 (every month has it)")
 if not 0 <= SUGGESTIONS_HOUR <= 23:
     raise ImproperlyConfigured("SUGGESTIONS_HOUR must be 0 to 23")
+
+# --- Integrity: audit log MAC and anchors, webhook replay window, sandbox token -----------------
+# Key of the audit log's HMAC-SHA256 (kept out of the database, so rewriting the log and
+# recomputing its hashes shows). Unset: a key derived from SECRET_KEY, for the demo only (a loud
+# warning, and an error in `manage.py check --deploy`).
+AUDIT_MAC_KEY = env.str("AUDIT_MAC_KEY", default="")
+# Earlier keys, comma-separated, still accepted for the events they MACed (key rotation).
+AUDIT_MAC_PREVIOUS_KEYS = env.list("AUDIT_MAC_PREVIOUS_KEYS", default=[])
+# Append-only file that receives the chain's head (seq, hash, MAC) as one JSON line per anchor,
+# periodically and with every notification; verify_audit_chain compares the log against it.
+AUDIT_ANCHOR_FILE = env.str("AUDIT_ANCHOR_FILE", default="")
+# Seconds between two anchors written by beat (`anchor audit log`).
+AUDIT_ANCHOR_SECONDS = env.int("AUDIT_ANCHOR_SECONDS", default=300)
+# How far a webhook signature's timestamp may be from the receiver's clock, in seconds.
+WEBHOOK_SIGNATURE_TOLERANCE_SECONDS = env.int("WEBHOOK_SIGNATURE_TOLERANCE_SECONDS", default=300)
+# File holding the bearer token of the sandbox Kubernetes API (`make run` writes one per run).
+KUBE_SANDBOX_TOKEN_FILE = env.str("KUBE_SANDBOX_TOKEN_FILE", default="")

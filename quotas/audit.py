@@ -1,12 +1,17 @@
 """The audit log's writer, verifier and export: each event carries the sha256 of the one before.
 
 Appenders serialize on one chain-head row, so the chain never forks and seq has no gaps;
-the database refuses UPDATE and DELETE on the events (migration 0003_audit_chain).
+the database refuses UPDATE and DELETE on the events (migration 0003_audit_chain). Each event
+also carries an HMAC-SHA256 of its hash with a key kept outside the database (AUDIT_MAC_KEY), so
+a log rewritten with recomputed hashes shows; anchors written outside the database
+(quotas.audit_anchors) make a log that was emptied or cut short show too.
 """
 
 import datetime
 import hashlib
+import hmac
 import json
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -16,9 +21,66 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
+from quotas.audit_anchors import Anchor
 from quotas.models.audit import AuditChainHead, AuditEvent
 
+log = logging.getLogger(__name__)
+
 GENESIS_HASH = "0" * 64
+# Demo only: without AUDIT_MAC_KEY the key is derived from SECRET_KEY (migration 0006 has a copy).
+DERIVED_KEY_LABEL = b"gpu-quota-portal audit MAC key (demo)"
+_derived_key_logged = False
+
+
+@dataclass(frozen=True)
+class MacKey:
+    key_id: str
+    secret: bytes
+
+
+def _mac_key_from(secret: bytes) -> MacKey:
+    # The id names the key in each event without revealing it (an HMAC of a fixed label).
+    key_id = hmac.new(secret, b"key id", hashlib.sha256).hexdigest()[:16]
+    return MacKey(key_id=key_id, secret=secret)
+
+
+def audit_mac_key_is_derived() -> bool:
+    from django.conf import settings
+
+    return not settings.AUDIT_MAC_KEY
+
+
+def audit_mac_key() -> MacKey:
+    """The key new events are MACed with: AUDIT_MAC_KEY, else (demo) one derived from SECRET_KEY."""
+    from django.conf import settings
+
+    if settings.AUDIT_MAC_KEY:
+        return _mac_key_from(settings.AUDIT_MAC_KEY.encode())
+    global _derived_key_logged
+    if not _derived_key_logged:
+        _derived_key_logged = True
+        log.warning(
+            "AUDIT_MAC_KEY is not set: the audit log is MACed with a key derived from "
+            "DJANGO_SECRET_KEY. Fine for the demo only; set AUDIT_MAC_KEY in production."
+        )
+    return _mac_key_from(
+        hmac.new(settings.SECRET_KEY.encode(), DERIVED_KEY_LABEL, hashlib.sha256).digest()
+    )
+
+
+def audit_mac_keys() -> dict[str, MacKey]:
+    """Every key events may carry, by key id: the current one and AUDIT_MAC_PREVIOUS_KEYS."""
+    from django.conf import settings
+
+    keys = [_mac_key_from(k.encode()) for k in settings.AUDIT_MAC_PREVIOUS_KEYS if k]
+    keys.append(audit_mac_key())
+    return {k.key_id: k for k in keys}
+
+
+def audit_event_mac(secret: bytes, event_hash: str) -> str:
+    """Hex HMAC-SHA256 of an event's hash; the hash covers the event and, through prev_hash,
+    every event before it, so one MAC vouches for the whole chain up to it."""
+    return hmac.new(secret, b"audit-event:" + event_hash.encode(), hashlib.sha256).hexdigest()
 
 
 def audit_event_hash(
@@ -128,6 +190,8 @@ def audit_record(
             comment=comment,
         )
         event.hash = _stored_hash(event)
+        key = audit_mac_key()
+        event.mac, event.mac_key_id = audit_event_mac(key.secret, event.hash), key.key_id
         event.save(force_insert=True)
         head.last_seq, head.last_hash = event.seq, event.hash
         head.save(update_fields=["last_seq", "last_hash"])
@@ -140,24 +204,33 @@ class AuditVerification:
     checked: int
     first_broken_seq: int | None
     reason: str
+    anchors_checked: int = 0
 
 
-def _broken(checked: int, seq: int, reason: str) -> AuditVerification:
-    return AuditVerification(ok=False, checked=checked, first_broken_seq=seq, reason=reason)
+def _broken(checked: int, seq: int, reason: str, anchors: int = 0) -> AuditVerification:
+    return AuditVerification(
+        ok=False, checked=checked, first_broken_seq=seq, reason=reason, anchors_checked=anchors
+    )
 
 
-def audit_verify(*, batch_size: int = 2000) -> AuditVerification:
-    """Recompute the chain from event 1 and report the first broken link.
+def audit_verify(*, batch_size: int = 2000, anchors: Iterable[Anchor] = ()) -> AuditVerification:
+    """Recompute the chain and its MACs from event 1, then hold it against the anchors.
 
+    Reports the first broken link: a missing event, a hash or MAC that does not match, an
+    anchor recording an event the log no longer has or a MAC the event no longer carries.
     Reads in seq-ordered batches (keyset pages on the unique seq index), so memory stays flat
     for millions of events and no long transaction is held. Events appended while it runs,
     after the head read at the start, are left for the next run.
     """
+    anchors = sorted(anchors, key=lambda a: a.seq)
+    anchored_seqs = {a.seq for a in anchors}
+    macs_at_anchors: dict[int, str] = {}
+    keys = audit_mac_keys()
     head = AuditChainHead.objects.filter(pk=AuditChainHead.SINGLETON_ID).first()
     events = AuditEvent.objects.order_by("seq")
     if head is not None:
-        events = events.filter(seq__lte=head.last_seq)
-    expected_seq, prev_hash, checked = 1, GENESIS_HASH, 0
+        events = events.filter(seq__lte=max(head.last_seq, max(anchored_seqs, default=0)))
+    expected_seq, prev_hash, checked, hash_at_head = 1, GENESIS_HASH, 0, GENESIS_HASH
     while True:
         batch = list(events.filter(seq__gte=expected_seq)[:batch_size])
         for event in batch:
@@ -175,6 +248,24 @@ def audit_verify(*, batch_size: int = 2000) -> AuditVerification:
                     event.seq,
                     f"event {event.seq}: hash does not match its contents (edited?)",
                 )
+            key = keys.get(event.mac_key_id)
+            if key is None:
+                return _broken(
+                    checked,
+                    event.seq,
+                    f"event {event.seq}: MACed with key id {event.mac_key_id or '(none)'}, "
+                    "which is neither AUDIT_MAC_KEY nor one of AUDIT_MAC_PREVIOUS_KEYS",
+                )
+            if not hmac.compare_digest(audit_event_mac(key.secret, event.hash), event.mac):
+                return _broken(
+                    checked,
+                    event.seq,
+                    f"event {event.seq}: MAC does not match (rewritten without the key?)",
+                )
+            if event.seq in anchored_seqs:
+                macs_at_anchors[event.seq] = event.mac
+            if head is not None and event.seq == head.last_seq:
+                hash_at_head = event.hash
             prev_hash, expected_seq, checked = event.hash, expected_seq + 1, checked + 1
         if len(batch) < batch_size:
             break
@@ -182,13 +273,35 @@ def audit_verify(*, batch_size: int = 2000) -> AuditVerification:
         # The head records the tip: this catches events deleted from the end of the chain.
         if head.last_seq >= expected_seq:
             return _broken(checked, expected_seq, f"event {expected_seq}: missing (deleted?)")
-        if head.last_seq and head.last_hash != prev_hash:
+        if head.last_seq and head.last_hash != hash_at_head:
             return _broken(
                 checked,
                 head.last_seq,
                 f"event {head.last_seq}: hash does not match the one the chain head recorded",
             )
-    return AuditVerification(ok=True, checked=checked, first_broken_seq=None, reason="")
+    # The anchors were written outside the database: they see a log emptied or cut short
+    # together with its head, and a log rewritten from some event on.
+    for number, anchor in enumerate(anchors, start=1):
+        if anchor.seq > checked:
+            return _broken(
+                checked,
+                checked + 1,
+                f"event {checked + 1}: missing, but the anchor of {anchor.at} ({anchor.source}) "
+                f"recorded events up to {anchor.seq}; the log ends at event {checked} "
+                "(deleted or truncated?)",
+                number - 1,
+            )
+        if anchor.seq and not hmac.compare_digest(macs_at_anchors[anchor.seq], anchor.mac):
+            return _broken(
+                checked,
+                anchor.seq,
+                f"event {anchor.seq}: MAC differs from the anchor of {anchor.at} "
+                f"({anchor.source}) (rewritten?)",
+                number - 1,
+            )
+    return AuditVerification(
+        ok=True, checked=checked, first_broken_seq=None, reason="", anchors_checked=len(anchors)
+    )
 
 
 def audit_events_filtered(
@@ -217,6 +330,8 @@ CSV_HEADER = [
     "comment",
     "prev_hash",
     "hash",
+    "mac_key_id",
+    "mac",
 ]
 
 
@@ -248,4 +363,6 @@ def audit_csv_rows(queryset: Iterable[AuditEvent]) -> Iterator[list[str]]:
             _cell(event.comment),
             event.prev_hash,
             event.hash,
+            event.mac_key_id,
+            event.mac,
         ]

@@ -294,7 +294,11 @@ def client_for_cluster(cluster, *, timeout: float = 15.0) -> KubeClient:
     from django.conf import settings
 
     if cluster.connection == "sandbox":
-        return KubeClient.for_url(cluster.sandbox_url or settings.KUBE_SANDBOX_URL, timeout=timeout)
+        return KubeClient.for_url(
+            cluster.sandbox_url or settings.KUBE_SANDBOX_URL,
+            token=sandbox_token(),
+            timeout=timeout,
+        )
     if cluster.connection == "kubeconfig":
         if not os.path.isfile(cluster.kubeconfig_path):
             raise KubeConfigError(
@@ -308,3 +312,23 @@ def client_for_cluster(cluster, *, timeout: float = 15.0) -> KubeClient:
             # The message names the file or context, never the credentials in it.
             raise KubeConfigError(f"kubeconfig of cluster {cluster.name}: {exc}") from None
     return KubeClient.in_cluster(timeout=timeout)
+
+
+def sandbox_token() -> str | None:
+    """The sandbox API's bearer token, read from ``KUBE_SANDBOX_TOKEN_FILE`` (None when unset).
+
+    Read at each connection (``make run`` writes a new one per run); never stored or logged.
+    """
+    from django.conf import settings
+
+    path = settings.KUBE_SANDBOX_TOKEN_FILE
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            token = fh.read().strip()
+    except OSError as exc:
+        raise KubeConfigError(f"sandbox token file {path}: {exc.strerror}") from None
+    if not token:
+        raise KubeConfigError(f"sandbox token file {path} is empty")
+    return token

@@ -33,6 +33,9 @@ class AuditEvent(models.Model):
     comment = models.TextField(blank=True)
     prev_hash = models.CharField(max_length=64, editable=False)
     hash = models.CharField(max_length=64, editable=False)  # hex sha256 of the canonical event
+    # HMAC-SHA256 of the hash with a key outside the database (AUDIT_MAC_KEY), and which key.
+    mac = models.CharField(max_length=64, editable=False)
+    mac_key_id = models.CharField(max_length=16, editable=False)
 
     class Meta:
         ordering = ["-seq"]

@@ -8,8 +8,11 @@ Two ways of running the tasks, each where it is honest:
   tasks; retries go back through the broker with their countdown.
 """
 
+import hashlib
+import hmac
 import json
 import logging
+import re
 import threading
 import time
 from decimal import Decimal
@@ -23,6 +26,8 @@ from django.db import transaction
 from approvals import notify as notify_module
 from approvals.notify import (
     EVENTS,
+    WebhookSignatureError,
+    check_signature,
     email_body,
     email_subject,
     notify,
@@ -184,16 +189,68 @@ def test_events_are_the_eight_request_events():
     } == EVENTS
 
 
+DELIVERY = "2b1f6c7e-0000-4000-8000-000000000001"
+
+
 def test_signature_verifies_with_the_secret_only():
     body = b'{"event":"request.applied"}'
-    header = sign(body, SECRET)
-    assert header.startswith("sha256=") and len(header) == len("sha256=") + 64
-    assert verify_signature(body, SECRET, header)
-    assert not verify_signature(body, "wrong-secret", header)
-    assert not verify_signature(body + b" ", SECRET, header)
-    assert not verify_signature(body, SECRET, "")
-    assert not verify_signature(body, "", header)
-    assert not verify_signature(body, SECRET, "sha256=é")
+    header = sign(body, SECRET, delivery_id=DELIVERY)
+    assert re.fullmatch(rf"t=\d+,id={DELIVERY},v1=[0-9a-f]{{64}}", header)
+    assert verify_signature(body, SECRET, header, delivery_id=DELIVERY)
+    assert not verify_signature(body, "wrong-secret", header, delivery_id=DELIVERY)
+    assert not verify_signature(body + b" ", SECRET, header, delivery_id=DELIVERY)
+    assert not verify_signature(body, SECRET, "", delivery_id=DELIVERY)
+    assert not verify_signature(body, "", header, delivery_id=DELIVERY)
+    assert not verify_signature(body, SECRET, "t=1,id=x,v1=é", delivery_id="x")
+    assert not verify_signature(body, SECRET, "sha256=" + "0" * 64, delivery_id=DELIVERY)
+
+
+def test_the_signature_covers_timestamp_and_delivery_id():
+    body = b'{"event":"request.applied"}'
+    header = sign(body, SECRET, delivery_id=DELIVERY, timestamp=1_700_000_000)
+    fields = dict(part.split("=", 1) for part in header.split(","))
+    expected = hmac.new(
+        SECRET.encode(), f"1700000000.{DELIVERY}.".encode() + body, hashlib.sha256
+    ).hexdigest()
+    assert fields == {"t": "1700000000", "id": DELIVERY, "v1": expected}
+    # Moving the timestamp or the id breaks the signature: neither can be changed on a replay.
+    later = header.replace("t=1700000000", "t=1700000600")
+    with pytest.raises(WebhookSignatureError, match="does not match"):
+        check_signature(body, SECRET, later, delivery_id=DELIVERY, now=1_700_000_600)
+    other = "3c2e7d8f-0000-4000-8000-000000000002"
+    renamed = header.replace(DELIVERY, other)
+    with pytest.raises(WebhookSignatureError, match="does not match"):
+        check_signature(body, SECRET, renamed, delivery_id=other, now=1_700_000_000)
+
+
+def test_a_replayed_delivery_is_refused_by_its_timestamp(settings):
+    body = b'{"event":"request.applied"}'
+    header = sign(body, SECRET, delivery_id=DELIVERY, timestamp=1_700_000_000)
+    check_signature(body, SECRET, header, delivery_id=DELIVERY, now=1_700_000_000 + 299)
+    with pytest.raises(WebhookSignatureError, match=r"301s old, more than the 300s tolerated"):
+        check_signature(body, SECRET, header, delivery_id=DELIVERY, now=1_700_000_000 + 301)
+    with pytest.raises(WebhookSignatureError, match=r"400s ahead"):
+        check_signature(body, SECRET, header, delivery_id=DELIVERY, now=1_700_000_000 - 400)
+    settings.WEBHOOK_SIGNATURE_TOLERANCE_SECONDS = 3600
+    check_signature(body, SECRET, header, delivery_id=DELIVERY, now=1_700_000_000 + 3000)
+    assert not verify_signature(
+        body, SECRET, header, delivery_id=DELIVERY, tolerance_seconds=10, now=1_700_000_020
+    )
+
+
+def test_a_delivery_id_other_than_the_signed_one_is_refused():
+    body = b'{"event":"request.applied"}'
+    header = sign(body, SECRET, delivery_id=DELIVERY)
+    with pytest.raises(WebhookSignatureError, match="not the X-Portal-Delivery header"):
+        check_signature(body, SECRET, header, delivery_id="another-delivery")
+    with pytest.raises(WebhookSignatureError, match="not the X-Portal-Delivery header"):
+        check_signature(body, SECRET, header, delivery_id="")
+
+
+def test_a_delivery_id_that_would_break_the_header_is_refused_when_signing():
+    for bad in ("", "a,b", "a.b", "a=b"):
+        with pytest.raises(ValueError, match="delivery id"):
+            sign(b"{}", SECRET, delivery_id=bad)
 
 
 # --- e-mail --------------------------------------------------------------------------------
@@ -358,8 +415,9 @@ def test_webhook_posts_the_exact_signed_body(settings, receiver):
     assert request["headers"]["X-Portal-Event"] == "request.applied"
     assert request["headers"]["X-Portal-Delivery"] == "2b1f6c7e-0000-4000-8000-000000000001"
     signature = request["headers"]["X-Portal-Signature"]
-    assert verify_signature(request["body"], SECRET, signature)
-    assert not verify_signature(request["body"], "not-the-secret", signature)
+    delivery = request["headers"]["X-Portal-Delivery"]
+    assert verify_signature(request["body"], SECRET, signature, delivery_id=delivery)
+    assert not verify_signature(request["body"], "not-the-secret", signature, delivery_id=delivery)
 
 
 @pytest.mark.parametrize("failures", [[500, 500], [503, 429], [502]])
@@ -370,6 +428,15 @@ def test_webhook_retries_server_errors_and_429(settings, failures):
     assert [r["status"] for r in server.requests] == [*failures, 200]
     assert len({r["body"] for r in server.requests}) == 1
     assert len({r["headers"]["X-Portal-Delivery"] for r in server.requests}) == 1
+    # Each try is signed anew (a fresh timestamp) for the same delivery id.
+    for r in server.requests:
+        assert f",id={r['headers']['X-Portal-Delivery']}," in r["headers"]["X-Portal-Signature"]
+        assert verify_signature(
+            r["body"],
+            SECRET,
+            r["headers"]["X-Portal-Signature"],
+            delivery_id=r["headers"]["X-Portal-Delivery"],
+        )
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 410, 422, 302, 307])
@@ -418,11 +485,10 @@ def test_neither_secret_nor_signature_is_logged(settings, caplog):
         send_webhook_task.apply(args=(f"{ok.url}/t?token=abc", body))
         send_webhook_task.apply(args=(refused.url, body))
     assert "retry in" in caplog.text and "rejected" in caplog.text  # the logs were captured
-    signature = sign(body.encode(), SECRET)
     for record in caplog.records:
         text = record.getMessage()
         assert SECRET not in text
-        assert signature.removeprefix("sha256=") not in text
+        assert "v1=" not in text
         assert "token=abc" not in text
 
 
@@ -487,7 +553,12 @@ def test_real_worker_retries_two_500s_then_delivers_once(settings, fast_retries,
         assert result.get(timeout=60) == "delivered"
     assert [r["status"] for r in server.requests] == [500, 500, 200]
     assert all(
-        verify_signature(r["body"], SECRET, r["headers"]["X-Portal-Signature"])
+        verify_signature(
+            r["body"],
+            SECRET,
+            r["headers"]["X-Portal-Signature"],
+            delivery_id=r["headers"]["X-Portal-Delivery"],
+        )
         for r in server.requests
     )
 
@@ -509,3 +580,25 @@ def test_real_worker_sends_what_was_committed_and_nothing_rolled_back(
     wait_until_worker_idle()
     assert [json.loads(r["body"])["event"] for r in webhooks.requests] == ["request.expired"] * 2
     assert [m.subject for m in mail.outbox] == ["[GPU quota] request #12 expired"]
+
+
+@pytest.mark.django_db
+def test_each_notification_anchors_the_audit_log_and_carries_the_anchor(
+    webhooks, settings, tmp_path, monkeypatch, django_capture_on_commit_callbacks, admin, cluster
+):
+    from quotas.audit import audit_record
+
+    settings.AUDIT_ANCHOR_FILE = str(tmp_path / "anchors.jsonl")
+    event = audit_record(acting_user=admin, action="cluster.sync_mode", target=cluster)
+    queued = []
+    monkeypatch.setattr(send_webhook_task, "delay", lambda url, body: queued.append(body))
+    with django_capture_on_commit_callbacks(execute=True):
+        notify(event="request.applied", payload={"id": 1}, recipients=[])
+
+    [line] = (tmp_path / "anchors.jsonl").read_text().splitlines()
+    anchor = json.loads(line)
+    assert (anchor["seq"], anchor["mac"]) == (1, event.mac)
+    assert anchor["reason"] == f"webhook {json.loads(queued[0])['id']}"
+    # Both URLs get the same body, which carries the anchor to the receivers.
+    assert len(queued) == 2 and len(set(queued)) == 1
+    assert json.loads(queued[0])["audit_anchor"] == {"seq": 1, "mac": event.mac}

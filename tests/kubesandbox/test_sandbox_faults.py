@@ -5,23 +5,30 @@ from __future__ import annotations
 
 import json
 import socket
+import stat
+import subprocess
+import sys
 import time
 from http.client import HTTPConnection, HTTPException
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+import yaml
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from kubesandbox import SandboxServer
 from tests.conftest import api_client_for
 
+ROOT = Path(__file__).resolve().parents[2]
 NS = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}
 
 
 def request(
-    server: SandboxServer,
+    server: Any,
     method: str,
     path: str,
     body: Any = None,
@@ -149,8 +156,61 @@ def test_invalid_fault_arguments(kube_sandbox: SandboxServer) -> None:
         kube_sandbox.faults.add("timeout")
 
 
-def test_http_control_api() -> None:
+def test_fault_injection_over_http_is_off_unless_allowed() -> None:
     server = SandboxServer(token="ctl-token").start()
+    try:
+        for method, body in (("POST", {"kind": "drop"}), ("GET", None), ("DELETE", None)):
+            status, _, answer = request(server, method, "/sandbox/faults", body, token="ctl-token")
+            assert status == 403, (method, answer)
+            assert "start the sandbox with --allow-faults" in answer["message"]
+        assert server.faults.rules == []
+        assert request(server, "GET", "/api/v1/namespaces", token="ctl-token")[0] == 200
+    finally:
+        server.stop()
+
+
+def test_command_line_serves_with_a_token_and_without_faults(tmp_path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("cli-token\n")
+    kubeconfig = tmp_path / "kubeconfig"
+    command = [
+        sys.executable,
+        "-m",
+        "kubesandbox",
+        "--port",
+        "0",
+        "--token-file",
+        str(token_file),
+        "--kubeconfig-out",
+        str(kubeconfig),
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.rstrip().endswith("(token required, faults off)") and "cli-token" not in line
+        url = urlsplit(line.split("listening on ", 1)[1].split()[0])
+        server = SimpleNamespace(url=f"http://{url.netloc}")
+        assert request(server, "GET", "/api/v1/namespaces")[0] == 401
+        assert request(server, "POST", "/api/v1/namespaces", NS, token="wrong")[0] == 401
+        assert request(server, "POST", "/sandbox/faults", {"kind": "drop"})[0] == 401
+        assert (
+            request(server, "POST", "/sandbox/faults", {"kind": "drop"}, token="cli-token")[0]
+            == 403
+        )
+        assert request(server, "POST", "/api/v1/namespaces", NS, token="cli-token")[0] == 201
+        # The kubeconfig written for kubectl carries the token, readable by the owner only.
+        assert stat.S_IMODE(kubeconfig.stat().st_mode) == 0o600
+        config = yaml.safe_load(kubeconfig.read_text())
+        assert config["users"][0]["user"] == {"token": "cli-token"}
+        assert config["clusters"][0]["cluster"]["server"] == server.url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_http_control_api() -> None:
+    server = SandboxServer(token="ctl-token", allow_faults=True).start()
     try:
         assert (
             request(server, "POST", "/sandbox/faults", {"kind": "status", "status": 503})[0] == 401

@@ -3,12 +3,15 @@
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import free_port
 
@@ -17,11 +20,14 @@ ROOT = Path(__file__).resolve().parents[2]
 UNSET = ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "CELERY_BROKER_FOLDER")
 
 
-def _wait_for(url: str, deadline: float) -> tuple[int, bytes]:
+def _wait_for(url: str, deadline: float, *, token: str | None = None) -> tuple[int, bytes]:
     last_error: Exception | None = None
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(url, timeout=5) as response:
+            with urllib.request.urlopen(request, timeout=5) as response:
                 return response.status, response.read()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read()
@@ -87,24 +93,41 @@ def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
         assert b'name="password"' in body
         status, body = _wait_for(f"http://127.0.0.1:{port}/readyz", deadline)
         assert status == 200, body
+        # The sandboxes want this run's token, kept in a file only its owner reads.
+        token_file = tmp_path / "sandbox.token"
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        token = token_file.read_text().strip()
+        assert len(token) >= 40
         # Each demo cluster has its own sandbox API server.
         for port_of_cluster in (sandbox_port, sandbox_port + 1):
-            status, body = _wait_for(f"http://127.0.0.1:{port_of_cluster}/version", deadline)
+            url = f"http://127.0.0.1:{port_of_cluster}/version"
+            status, body = _wait_for(url, deadline, token=token)
             assert status == 200 and "gitVersion" in json.loads(body)
         assert (tmp_path / "portal.sqlite3").exists()
-        # The worker pushes the demo plan to the sandbox clusters right away.
-        quota_url = (
-            f"http://127.0.0.1:{sandbox_port}/api/v1/namespaces/team-a-training/resourcequotas/"
-            "gpu-quota"
+        namespaces = f"http://127.0.0.1:{sandbox_port}/api/v1/namespaces"
+        assert _wait_for(namespaces, deadline)[0] == 401
+        assert _wait_for(namespaces, deadline, token="not-" + token)[0] == 401
+        faults = urllib.request.Request(
+            f"http://127.0.0.1:{sandbox_port}/sandbox/faults",
+            data=b'{"kind": "drop"}',
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
         )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(faults, timeout=5)
+        assert refused.value.code == 403
+        # The worker pushes the demo plan to the sandbox clusters right away, with the token.
+        quota_url = f"{namespaces}/team-a-training/resourcequotas/gpu-quota"
         while True:
-            status, body = _wait_for(quota_url, deadline)
+            status, body = _wait_for(quota_url, deadline, token=token)
             if status == 200:
                 break
             assert time.monotonic() < deadline, "the demo plan never reached the sandbox"
             time.sleep(0.5)
         hard = json.loads(body)["spec"]["hard"]
         assert hard["requests.nvidia.com/gpu"] == "10"
+        # kubectl reaches the sandbox through the kubeconfig written for the demo.
+        kubeconfig = tmp_path / "kubeconfig-demo.yaml"
+        assert stat.S_IMODE(kubeconfig.stat().st_mode) == 0o600
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -116,6 +139,8 @@ def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
         output = log.read()
     assert code == 0, output
     assert "admin, admin2" in output  # the demo logins are printed
+    assert token not in output  # but never the token
+    assert f"(token required; kubeconfig {kubeconfig})" in output
     assert "Stopped." in output
     assert not _port_open(port), "web server still running after Ctrl-C"
     assert not _port_open(sandbox_port), "sandbox still running after Ctrl-C"

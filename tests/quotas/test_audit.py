@@ -5,6 +5,8 @@ import datetime
 import importlib
 import io
 import itertools
+import json
+import logging
 import threading
 from contextlib import contextmanager
 from decimal import Decimal
@@ -23,12 +25,17 @@ from quotas.audit import (
     GENESIS_HASH,
     AuditVerification,
     audit_event_hash,
+    audit_event_mac,
+    audit_mac_key,
     audit_record,
     audit_verify,
 )
+from quotas.audit_anchors import audit_anchor_write, audit_anchors_read
 from quotas.models.audit import AuditChainHead, AuditEvent
+from quotas.tasks import anchor_audit_log
 
 migration = importlib.import_module("quotas.migrations.0003_audit_chain")
+mac_migration = importlib.import_module("quotas.migrations.0006_audit_event_mac")
 
 
 @contextmanager
@@ -53,6 +60,14 @@ def append_only_suspended():
             finally:
                 for statement in migration.APPEND_ONLY_SQL["sqlite"][0]:
                     cursor.execute(statement)
+
+
+def run_mac_migration() -> None:
+    state = MigrationLoader(connection).project_state(("quotas", "0006_audit_event_mac"))
+    with connection.cursor() as cursor:
+        # What the migration uses of its schema editor, inside the test's transaction.
+        editor = SimpleNamespace(connection=connection, execute=cursor.execute)
+        mac_migration.mac_existing_events(state.apps, editor)
 
 
 def tamper(sql: str, params: list) -> None:
@@ -164,12 +179,15 @@ class TestChain:
             for i, event in enumerate(events):
                 cursor.execute(
                     "UPDATE quotas_auditevent SET seq = %s, prev_hash = '', hash = '',"
-                    " actor_username = '', created_at = %s WHERE id = %s",
+                    " actor_username = '', created_at = %s, mac = '', mac_key_id = ''"
+                    " WHERE id = %s",
                     [1000 + i, base - datetime.timedelta(minutes=i), event.pk],
                 )
             AuditChainHead.objects.all().delete()
             state = MigrationLoader(connection).project_state(("quotas", "0003_audit_chain"))
             migration.chain_existing_events(state.apps, SimpleNamespace(connection=connection))
+        # 0006 lifts the triggers itself (and puts them back) to MAC the events it finds.
+        run_mac_migration()
 
         assert audit_verify().ok
         oldest_first = list(AuditEvent.objects.order_by("seq").values_list("id", flat=True))
@@ -201,8 +219,9 @@ class TestTamperingIsCaught:
 
         result = audit_verify()
 
-        assert result.first_broken_seq == 18
-        assert result.reason == "event 18: prev_hash does not match event 17"
+        # The hash is right, but the MAC, which needs the key, is not.
+        assert result.first_broken_seq == 17
+        assert result.reason == "event 17: MAC does not match (rewritten without the key?)"
 
     def test_deleting_an_event_is_caught(self, admin, cluster):
         append(25, user=admin, target=cluster)
@@ -309,12 +328,13 @@ class TestVerifyCommand:
         append(4, user=admin, target=cluster)
         out = io.StringIO()
         call_command("verify_audit_chain", stdout=out)
-        assert out.getvalue().strip() == "audit chain OK: 4 events"
+        assert out.getvalue().strip() == "audit chain OK: 4 events, 0 anchors match"
 
-    def test_empty_log_is_ok(self):
-        out = io.StringIO()
-        call_command("verify_audit_chain", stdout=out)
-        assert out.getvalue().strip() == "audit chain OK: 0 events"
+    def test_empty_log_is_ok_but_says_a_wipe_would_not_show(self):
+        out, err = io.StringIO(), io.StringIO()
+        call_command("verify_audit_chain", stdout=out, stderr=err)
+        assert out.getvalue().strip() == "audit chain OK: 0 events, 0 anchors match"
+        assert "no anchors to compare with" in err.getvalue()
 
     def test_reports_the_first_broken_event_and_exits_1(self, admin, cluster):
         append(5, user=admin, target=cluster)
@@ -396,3 +416,275 @@ class TestCsvExport:
         client.force_login(admin)
         rows = read_csv(client.get(self.url))
         assert dict(zip(CSV_HEADER, rows[1], strict=True))["comment"] == "'=HYPERLINK(1)"
+
+
+# --- the MAC and the anchors: a log wiped or rewritten by someone with database access --------
+
+KEY = "audit-mac-key-for-tests-0123456789abcdef"
+
+
+def rewrite_from(seq: int, *, comment: str, mac_secret: bytes | None = None) -> None:
+    """Edit event ``seq`` and recompute every later hash and the head, as an attacker without
+    the MAC key can (``mac_secret``: with a key of the attacker's, or a stolen one)."""
+    events = list(AuditEvent.objects.filter(seq__gte=seq).order_by("seq"))
+    prev_hash = events[0].prev_hash
+    with append_only_suspended() as cursor:
+        for event in events:
+            if event.seq == seq:
+                event.comment = comment
+            event.prev_hash = prev_hash
+            event.hash = audit_event_hash(**{f: getattr(event, f) for f in HASHED_FIELDS})
+            if mac_secret is not None:
+                event.mac = audit_event_mac(mac_secret, event.hash)
+            cursor.execute(
+                "UPDATE quotas_auditevent SET comment = %s, prev_hash = %s, hash = %s, mac = %s"
+                " WHERE seq = %s",
+                [event.comment, event.prev_hash, event.hash, event.mac, event.seq],
+            )
+            prev_hash = event.hash
+    AuditChainHead.objects.filter(pk=1).update(last_hash=prev_hash)
+
+
+def wipe() -> None:
+    """Every event and the head gone (rows deleted with the triggers lifted)."""
+    with append_only_suspended() as cursor:
+        cursor.execute("DELETE FROM quotas_auditevent")
+    AuditChainHead.objects.all().delete()
+
+
+def verify_command(*args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    try:
+        call_command("verify_audit_chain", *args, stdout=out, stderr=io.StringIO())
+    except CommandError as exc:
+        return exc.returncode, str(exc)
+    return 0, out.getvalue().strip()
+
+
+@pytest.fixture
+def anchor_file(settings, tmp_path):
+    settings.AUDIT_MAC_KEY = KEY
+    settings.AUDIT_ANCHOR_FILE = str(tmp_path / "audit-anchors.jsonl")
+    return tmp_path / "audit-anchors.jsonl"
+
+
+@pytest.mark.django_db
+class TestWipedOrRewrittenLog:
+    def test_a_rewrite_with_every_later_hash_recomputed_is_caught_by_the_mac(
+        self, settings, admin, cluster
+    ):
+        settings.AUDIT_MAC_KEY = KEY
+        append(20, user=admin, target=cluster)
+        rewrite_from(17, comment="nothing to see")
+
+        # The chain itself is consistent again: only the MAC shows the rewrite.
+        assert audit_verify().reason == "event 17: MAC does not match (rewritten without the key?)"
+        assert verify_command() == (
+            1,
+            "audit chain BROKEN at event 17: MAC does not match (rewritten without the key?)",
+        )
+
+    def test_a_rewrite_with_macs_of_another_key_is_caught(self, settings, admin, cluster):
+        settings.AUDIT_MAC_KEY = KEY
+        append(5, user=admin, target=cluster)
+        rewrite_from(2, comment="forged", mac_secret=b"the attacker's own key")
+
+        result = audit_verify()
+
+        assert (result.ok, result.first_broken_seq) == (False, 2)
+
+    def test_a_wiped_log_and_head_are_caught_by_the_anchors(self, anchor_file, admin, cluster):
+        append(5, user=admin, target=cluster)
+        audit_anchor_write(reason="test")
+        wipe()
+
+        code, message = verify_command()
+
+        assert code == 1
+        assert message.startswith("audit chain BROKEN at event 1: missing, but the anchor of ")
+        assert f"({anchor_file}:1) recorded events up to 5; the log ends at event 0" in message
+
+    @pytest.mark.skipif(connection.vendor != "postgresql", reason="TRUNCATE is PostgreSQL's")
+    def test_truncate_on_postgresql_is_caught_by_the_anchors(self, anchor_file, admin, cluster):
+        append(3, user=admin, target=cluster)
+        audit_anchor_write(reason="test")
+        with connection.cursor() as cursor:
+            # No row trigger fires on TRUNCATE: the database lets it through.
+            cursor.execute("TRUNCATE quotas_auditevent, quotas_auditchainhead")
+        assert AuditEvent.objects.count() == 0
+
+        result = audit_verify(anchors=audit_anchors_read([anchor_file]))
+
+        assert (result.ok, result.checked, result.first_broken_seq) == (False, 0, 1)
+        assert "recorded events up to 3; the log ends at event 0" in result.reason
+
+    def test_events_cut_from_the_end_with_the_head_rewound_are_caught(
+        self, anchor_file, admin, cluster
+    ):
+        append(8, user=admin, target=cluster)
+        audit_anchor_write(reason="test")
+        kept = AuditEvent.objects.get(seq=5)
+        tamper("DELETE FROM quotas_auditevent WHERE seq > %s", [5])
+        AuditChainHead.objects.filter(pk=1).update(last_seq=5, last_hash=kept.hash)
+
+        result = audit_verify(anchors=audit_anchors_read([anchor_file]))
+
+        assert result.first_broken_seq == 6
+        assert "recorded events up to 8; the log ends at event 5" in result.reason
+
+    def test_a_rewrite_with_a_stolen_key_is_caught_by_the_anchors(
+        self, anchor_file, admin, cluster
+    ):
+        append(6, user=admin, target=cluster)
+        audit_anchor_write(reason="test")
+        rewrite_from(3, comment="forged", mac_secret=audit_mac_key().secret)
+        assert audit_verify().ok  # with the key, the rewrite is perfect...
+
+        result = audit_verify(anchors=audit_anchors_read([anchor_file]))
+
+        assert result.first_broken_seq == 6  # ...but the anchored MAC of event 6 changed
+        assert result.reason.startswith("event 6: MAC differs from the anchor of ")
+        assert result.reason.endswith("(rewritten?)")
+
+    def test_anchors_that_still_match_verify(self, anchor_file, admin, cluster):
+        append(3, user=admin, target=cluster)
+        audit_anchor_write(reason="test")
+        append(2, user=admin, target=cluster)
+        audit_anchor_write(reason="test")
+        append(1, user=admin, target=cluster)  # after the last anchor: fine
+
+        assert verify_command() == (0, "audit chain OK: 6 events, 2 anchors match")
+
+    def test_anchors_are_read_back_from_a_log_stream(
+        self, settings, admin, cluster, caplog, tmp_path
+    ):
+        settings.AUDIT_MAC_KEY = KEY
+        settings.AUDIT_ANCHOR_FILE = ""
+        caplog.set_level(logging.INFO, logger="quotas.audit.anchor")
+        append(4, user=admin, target=cluster)
+        audit_anchor_write(reason="beat")
+        shipped = tmp_path / "portal.log"
+        shipped.write_text(
+            "2026-01-01 00:00:00 INFO quotas.tasks something else\n"
+            + "".join(
+                f"2026-01-01 00:00:01 INFO {r.name} {r.getMessage()}\n" for r in caplog.records
+            )
+        )
+        assert verify_command("--anchors", str(shipped)) == (
+            0,
+            "audit chain OK: 4 events, 1 anchors match",
+        )
+        wipe()
+        assert verify_command("--anchors", str(shipped))[0] == 1
+
+    def test_an_edited_anchor_file_is_refused(self, anchor_file, admin, cluster):
+        append(2, user=admin, target=cluster)
+        audit_anchor_write(reason="test")
+        with anchor_file.open("a") as fh:
+            fh.write("{not json\n")
+
+        assert verify_command() == (
+            1,
+            f"audit anchors BROKEN: {anchor_file}:2: not an audit anchor line",
+        )
+
+    def test_rotated_keys_verify_with_the_previous_key_listed(self, settings, admin, cluster):
+        settings.AUDIT_MAC_KEY = "old-" + KEY
+        append(2, user=admin, target=cluster)
+        settings.AUDIT_MAC_KEY = "new-" + KEY
+        append(1, user=admin, target=cluster)
+
+        result = audit_verify()
+        assert result.first_broken_seq == 1
+        assert "which is neither AUDIT_MAC_KEY nor one of AUDIT_MAC_PREVIOUS_KEYS" in result.reason
+        settings.AUDIT_MAC_PREVIOUS_KEYS = ["old-" + KEY]
+        assert audit_verify().ok
+
+    def test_without_a_key_the_demo_key_is_derived_from_the_secret_key(self, settings):
+        settings.AUDIT_MAC_KEY = ""
+        settings.SECRET_KEY = "s1" * 30
+        first = audit_mac_key()
+        settings.SECRET_KEY = "s2" * 30
+        assert audit_mac_key() != first
+        settings.AUDIT_MAC_KEY = KEY
+        assert audit_mac_key().secret == KEY.encode()
+
+    def test_the_migration_macs_as_the_live_code_does(self, settings, admin, cluster):
+        for key in (KEY, ""):
+            settings.AUDIT_MAC_KEY = key
+            live = audit_mac_key()
+            assert mac_migration._mac_key() == (live.key_id, live.secret)
+        (event,) = append(1, user=admin, target=cluster)
+        assert mac_migration._event_mac(audit_mac_key().secret, event.hash) == event.mac
+
+    def test_the_migration_macs_events_written_before_the_mac(self, settings, admin, cluster):
+        settings.AUDIT_MAC_KEY = KEY
+        append(4, user=admin, target=cluster)
+        tamper("UPDATE quotas_auditevent SET mac = '', mac_key_id = ''", [])
+        assert not audit_verify().ok
+
+        run_mac_migration()
+
+        assert audit_verify().ok
+        with pytest.raises(IntegrityError, match="append-only"), transaction.atomic():
+            AuditEvent.objects.filter(seq=2).update(comment="triggers are back")
+
+
+@pytest.mark.django_db
+class TestAnchorWriting:
+    def test_beat_appends_one_json_line_per_anchor(self, anchor_file, admin, cluster):
+        anchor_audit_log()  # an empty log: nothing to anchor
+        assert not anchor_file.exists()
+        events = append(3, user=admin, target=cluster)
+
+        anchor_audit_log()
+        anchor_audit_log()
+
+        lines = [json.loads(line) for line in anchor_file.read_text().splitlines()]
+        assert len(lines) == 2
+        assert lines[0]["seq"] == 3 and lines[0]["hash"] == events[-1].hash
+        assert lines[0]["mac"] == events[-1].mac and lines[0]["reason"] == "beat"
+        assert lines[0]["key_id"] == audit_mac_key().key_id
+
+    def test_an_unwritable_anchor_file_is_logged_not_raised(
+        self, settings, admin, cluster, caplog, tmp_path
+    ):
+        settings.AUDIT_ANCHOR_FILE = str(tmp_path / "missing-dir" / "anchors")
+        append(1, user=admin, target=cluster)
+        assert audit_anchor_write(reason="beat").seq == 1
+        assert "cannot append to" in caplog.text
+
+    def test_beat_has_an_anchor_entry(self, settings):
+        from django_celery_beat.models import PeriodicTask
+
+        from portal.schedules import ensure_default_schedules
+
+        ensure_default_schedules()
+        entry = PeriodicTask.objects.get(task="quotas.anchor_audit_log")
+        assert entry.interval.every == settings.AUDIT_ANCHOR_SECONDS == 300
+
+
+class TestSystemChecks:
+    def run(self, deploy: bool) -> dict[str, str]:
+        from django.core.checks import run_checks
+
+        return {
+            m.id: m.msg
+            for m in run_checks(include_deployment_checks=deploy)
+            if m.id.startswith("quotas.")
+        }
+
+    def test_a_missing_key_is_an_error_for_deployment(self, settings):
+        settings.AUDIT_MAC_KEY = ""
+        settings.DEBUG = False
+        assert "quotas.E001" in self.run(deploy=True)
+        assert set(self.run(deploy=False)) == {"quotas.W001"}
+        settings.DEBUG = True
+        assert "quotas.E001" not in self.run(deploy=True)
+
+    def test_a_short_key_is_an_error_and_a_good_one_is_clean(self, settings):
+        settings.DEBUG = False
+        settings.AUDIT_MAC_KEY = "short"
+        assert "quotas.E002" in self.run(deploy=True)
+        settings.AUDIT_MAC_KEY = KEY
+        assert self.run(deploy=True) == {}

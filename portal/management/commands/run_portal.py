@@ -8,6 +8,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -28,6 +29,16 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+def _write_token_file(path: Path) -> Path:
+    """A fresh random bearer token in ``path``, readable by the owner only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        os.fchmod(fh.fileno(), 0o600)  # a file left by an earlier run keeps its old mode otherwise
+        fh.write(secrets.token_urlsafe(32) + "\n")
+    return path
 
 
 class Command(BaseCommand):
@@ -62,6 +73,12 @@ class Command(BaseCommand):
         sandboxes = {}
         if not options["no_sandbox"] and self._schemas_present():
             sandboxes = self._sandbox_clusters(options["sandbox_port"])
+        if sandboxes:
+            # Any local process could otherwise change the demo's clusters: a new token per run,
+            # handed to the children (and this process) as a file path, never on a command line.
+            token_file = _write_token_file(var_dir / "sandbox.token")
+            env["KUBE_SANDBOX_TOKEN_FILE"] = str(token_file)
+            settings.KUBE_SANDBOX_TOKEN_FILE = str(token_file)
         for name, port in sandboxes.items():
             commands[f"sandbox:{name}"] = [
                 python,
@@ -73,6 +90,10 @@ class Command(BaseCommand):
                 str(port),
                 "--state-file",
                 str(var_dir / f"sandbox-{name}.json"),
+                "--token-file",
+                str(token_file),
+                "--kubeconfig-out",
+                str(var_dir / f"kubeconfig-{name}.yaml"),
             ]
         commands["web"] = [
             python,
@@ -151,6 +172,7 @@ class Command(BaseCommand):
             "lead-a, lead-b, lead-c (team leads), viewer (auditor)."
             + "".join(
                 f"\nSandbox Kubernetes API of cluster {name}: http://127.0.0.1:{port}"
+                f" (token required; kubeconfig {var_dir / f'kubeconfig-{name}.yaml'})"
                 for name, port in sandboxes.items()
             )
             + "\nCtrl-C stops everything.\n"
@@ -206,12 +228,12 @@ class Command(BaseCommand):
 
     def _prepare_sandboxes(self) -> None:
         """Wait for the sandboxes; give YuniKorn clusters the namespace its installer makes."""
-        from quotas.kube.client import KubeClient, KubeConflict, KubeError
+        from quotas.kube.client import KubeClient, KubeConflict, KubeError, sandbox_token
         from quotas.models import Cluster
 
         deadline = time.monotonic() + 30
         for cluster in Cluster.objects.filter(connection=Cluster.Connection.SANDBOX):
-            kube = KubeClient.for_url(cluster.sandbox_url, timeout=2)
+            kube = KubeClient.for_url(cluster.sandbox_url, token=sandbox_token(), timeout=2)
             try:
                 while True:
                     try:

@@ -1,16 +1,46 @@
-"""Recompute the audit log's hash chain and report the first broken link (exit 1 if broken)."""
+"""Recompute the audit log's hash chain and MACs, hold them against the anchors written outside
+the database, and report the first problem (exit 1 if there is one)."""
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from quotas.audit import audit_verify
+from quotas.audit_anchors import AnchorFileError, audit_anchors_read
 
 
 class Command(BaseCommand):
-    help = "Verify the audit log's hash chain; exits 1 at the first broken link."
+    help = (
+        "Verify the audit log's hash chain, its MACs (AUDIT_MAC_KEY) and the anchors "
+        "(AUDIT_ANCHOR_FILE, or --anchors); exits 1 at the first problem."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--anchors",
+            action="append",
+            default=None,
+            metavar="FILE",
+            help="anchor file or log holding 'audit-anchor {...}' lines (repeatable); "
+            "default AUDIT_ANCHOR_FILE",
+        )
 
     def handle(self, *args, **options) -> None:
-        result = audit_verify()
+        paths = options["anchors"]
+        if paths is None:
+            paths = [settings.AUDIT_ANCHOR_FILE] if settings.AUDIT_ANCHOR_FILE else []
+        try:
+            anchors = audit_anchors_read(paths)
+        except AnchorFileError as exc:
+            raise CommandError(f"audit anchors BROKEN: {exc}", returncode=1) from None
+        result = audit_verify(anchors=anchors)
         if not result.ok:
-            # reason reads "event N: what is wrong"
+            # reason reads "event N: what is wrong", or what the anchors recorded
             raise CommandError(f"audit chain BROKEN at {result.reason}", returncode=1)
-        self.stdout.write(f"audit chain OK: {result.checked} events")
+        if not paths:
+            self.stderr.write(
+                "no anchors to compare with (set AUDIT_ANCHOR_FILE or pass --anchors): "
+                "a log emptied together with its head would not show"
+            )
+        self.stdout.write(
+            f"audit chain OK: {result.checked} events, {result.anchors_checked} anchors match"
+        )
