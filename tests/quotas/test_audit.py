@@ -35,7 +35,7 @@ from quotas.models.audit import AuditChainHead, AuditEvent
 from quotas.tasks import anchor_audit_log
 
 migration = importlib.import_module("quotas.migrations.0003_audit_chain")
-mac_migration = importlib.import_module("quotas.migrations.0006_audit_event_mac")
+mac_migration = importlib.import_module("quotas.migrations.0008_audit_event_mac")
 
 
 @contextmanager
@@ -63,7 +63,7 @@ def append_only_suspended():
 
 
 def run_mac_migration() -> None:
-    state = MigrationLoader(connection).project_state(("quotas", "0006_audit_event_mac"))
+    state = MigrationLoader(connection).project_state(("quotas", "0008_audit_event_mac"))
     with connection.cursor() as cursor:
         # What the migration uses of its schema editor, inside the test's transaction.
         editor = SimpleNamespace(connection=connection, execute=cursor.execute)
