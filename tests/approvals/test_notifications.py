@@ -111,7 +111,13 @@ def _signed_event(webhooks) -> dict:
     from tests.approvals.test_notify import SECRET
 
     [delivery] = webhooks.wait_for(1)
-    assert verify_signature(delivery["body"], SECRET, delivery["headers"]["X-Portal-Signature"])
+    headers = delivery["headers"]
+    assert verify_signature(
+        delivery["body"],
+        SECRET,
+        headers["X-Portal-Signature"],
+        delivery_id=headers["X-Portal-Delivery"],
+    )
     return json.loads(delivery["body"])
 
 
