@@ -3,7 +3,12 @@
 from django import forms
 from django.forms import formset_factory
 
-from approvals.models import QuotaRequest, RequestLine
+from approvals.models import (
+    COMMENT_MAX_LENGTH,
+    JUSTIFICATION_MAX_LENGTH,
+    QuotaRequest,
+    RequestLine,
+)
 from approvals.services import KEEP, Decision, LineInput
 from quotas.models import ClusterCapacity, PriorityClass, Team, TeamNamespace
 
@@ -22,6 +27,7 @@ class RequestForm(forms.Form):
 
     team = forms.ModelChoiceField(queryset=Team.objects.none(), empty_label="choose a team")
     justification = forms.CharField(
+        max_length=JUSTIFICATION_MAX_LENGTH,
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="Why the team needs this (workloads, deadlines, usage).",
     )
@@ -173,7 +179,9 @@ class CommentForm(forms.Form):
 
     LABELS = {"reject": "Why reject (required)", "changes": "Which changes (required)"}
 
-    comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    comment = forms.CharField(
+        required=False, max_length=COMMENT_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 2})
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -183,7 +191,9 @@ class CommentForm(forms.Form):
 class ApproveForm(forms.Form):
     """Optional decided values per line: approving a modified amount."""
 
-    comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    comment = forms.CharField(
+        required=False, max_length=COMMENT_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 2})
+    )
 
     def __init__(self, *args, lines: list[RequestLine], **kwargs):
         super().__init__(*args, **kwargs)

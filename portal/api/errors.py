@@ -68,5 +68,7 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     code = getattr(exc, "default_code", None)
     if code:
         extra["code"] = getattr(detail, "code", None) or code
+    if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+        extra["retry_after"] = int(exc.wait)  # the Retry-After header says the same
     response.data = {"message": message, "extra": extra}
     return response
