@@ -12,6 +12,9 @@ from approvals.models import (
 from approvals.services import KEEP, Decision, LineInput
 from quotas.models import ClusterCapacity, PriorityClass, Team, TeamNamespace
 
+# Lines one request may hold in the form (more are refused, naming the limit).
+MAX_LINES = 50
+
 DATETIME_LOCAL = "%Y-%m-%dT%H:%M"
 
 
@@ -141,7 +144,15 @@ def line_choices(teams) -> dict:
 
 
 def line_formset(teams, *, data=None, initial=None, extra: int = 3):
-    formset_class = formset_factory(LineForm, extra=extra, can_delete=True)
+    # A forged TOTAL_FORMS would otherwise have the server build and check 1,000 lines.
+    formset_class = formset_factory(
+        LineForm,
+        extra=extra,
+        can_delete=True,
+        max_num=MAX_LINES,
+        absolute_max=MAX_LINES,
+        validate_max=True,
+    )
     return formset_class(
         data=data, initial=initial, prefix="lines", form_kwargs=line_choices(teams)
     )

@@ -4,6 +4,7 @@ import math
 
 from axes.helpers import get_cool_off
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
@@ -22,3 +23,17 @@ def lockout_response(
     if seconds:
         response["Retry-After"] = str(seconds)
     return response
+
+
+def lockout_username(request: HttpRequest, credentials: dict | None = None) -> str | None:
+    """The user name attempts are counted under (AXES_USERNAME_CALLABLE): cut to the longest a
+    user name can be, since the login form passes any length on and the attempts table keeps
+    255 characters (a longer name was a 500 on PostgreSQL)."""
+    field = settings.AXES_USERNAME_FORM_FIELD
+    if credentials:
+        username = credentials.get(field)
+    else:
+        username = getattr(request, "data", request.POST).get(field)
+    if not isinstance(username, str):
+        return username
+    return username[: User._meta.get_field("username").max_length]

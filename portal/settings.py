@@ -297,6 +297,7 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "portal.client.client_address"
 AXES_LOCKOUT_CALLABLE = "portal.lockout.lockout_response"
+AXES_USERNAME_CALLABLE = "portal.lockout.lockout_username"
 AXES_HTTP_RESPONSE_CODE = 429
 # A wrong password during the lockout does not push its end further out: a locked-out user
 # knows when to try again.
