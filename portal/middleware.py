@@ -38,7 +38,9 @@ def refused_parameter(request: HttpRequest) -> tuple[str, str] | None:
     ):
         sources.append(("form field", request.POST))
     for where, params in sources:
-        items = params.lists() if hasattr(params, "lists") else ((k, [v]) for k, v in params.items())
+        items = (
+            params.lists() if hasattr(params, "lists") else ((k, [v]) for k, v in params.items())
+        )
         for name, values in items:
             if "\x00" in name or any("\x00" in value for value in values if isinstance(value, str)):
                 return where, name.replace("\x00", "\\x00")

@@ -29,9 +29,9 @@ class ApiToken(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
     )
     name = models.CharField(max_length=100, help_text="What the token is for, e.g. ci-pipeline.")
-    # Random and public; empty for tokens made before public ids (gqp_ + secret only), which
-    # keep working until they expire.
-    public_id = models.CharField(max_length=16, unique=True, null=True, editable=False)
+    # Random and public; NULL (not "": unique) for tokens made before public ids (gqp_ + secret
+    # only), which keep working until they expire.
+    public_id = models.CharField(max_length=16, unique=True, null=True, editable=False)  # noqa: DJ001
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
@@ -42,12 +42,12 @@ class ApiToken(models.Model):
         ordering = ["-created_at"]
         verbose_name = "API token"
 
+    def __str__(self) -> str:
+        return f"{self.name} ({self.label}) of {self.user}"
+
     @property
     def label(self) -> str:
         """How the token is named to people: its public part, e.g. ``gqp_k3j5q7x2ab``."""
         if self.public_id:
             return f"{self.PREFIX}{self.public_id}"
         return f"old-format token #{self.pk}"
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.label}) of {self.user}"

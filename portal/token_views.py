@@ -83,4 +83,3 @@ def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.success(request, f"Token {token.label} ({token.name}) revoked.")
     return redirect("tokens")
-

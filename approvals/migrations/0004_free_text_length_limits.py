@@ -7,35 +7,49 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('approvals', '0003_request_line_base_version_and_revoked'),
-        ('quotas', '0005_cluster_kueue_cpu_memory_pools'),
+        ("approvals", "0003_request_line_base_version_and_revoked"),
+        ("quotas", "0005_cluster_kueue_cpu_memory_pools"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='approval',
-            name='comment',
+            model_name="approval",
+            name="comment",
             field=models.TextField(blank=True, max_length=2000),
         ),
         migrations.AlterField(
-            model_name='quotarequest',
-            name='decision_comment',
+            model_name="quotarequest",
+            name="decision_comment",
             field=models.TextField(blank=True, max_length=2000),
         ),
         migrations.AlterField(
-            model_name='quotarequest',
-            name='justification',
+            model_name="quotarequest",
+            name="justification",
             field=models.TextField(max_length=4000),
         ),
         migrations.AddConstraint(
-            model_name='approval',
-            constraint=models.CheckConstraint(condition=django.db.models.lookups.LessThanOrEqual(django.db.models.functions.text.Length('comment'), 2000), name='approval_comment_length'),
+            model_name="approval",
+            constraint=models.CheckConstraint(
+                condition=django.db.models.lookups.LessThanOrEqual(
+                    django.db.models.functions.text.Length("comment"), 2000
+                ),
+                name="approval_comment_length",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='quotarequest',
-            constraint=models.CheckConstraint(condition=models.Q(django.db.models.lookups.LessThanOrEqual(django.db.models.functions.text.Length('justification'), 4000), django.db.models.lookups.LessThanOrEqual(django.db.models.functions.text.Length('decision_comment'), 2000)), name='request_text_length'),
+            model_name="quotarequest",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    django.db.models.lookups.LessThanOrEqual(
+                        django.db.models.functions.text.Length("justification"), 4000
+                    ),
+                    django.db.models.lookups.LessThanOrEqual(
+                        django.db.models.functions.text.Length("decision_comment"), 2000
+                    ),
+                ),
+                name="request_text_length",
+            ),
         ),
     ]

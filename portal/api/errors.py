@@ -8,7 +8,6 @@ into the same shape, with every field error listed under ``extra.errors``.
 from typing import Any
 
 from django.conf import settings
-
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import exceptions, status

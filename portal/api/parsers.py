@@ -55,16 +55,15 @@ def check_parsed(data: object) -> None:
                 stack.append((child, item, depth + 1))
         elif isinstance(value, str) and (problem := _bad_text(value)):
             field = path or "body"
-            raise ValidationFailed(f"{field}: {problem}", field=field, extra={"code": "invalid_text"})
+            raise ValidationFailed(
+                f"{field}: {problem}", field=field, extra={"code": "invalid_text"}
+            )
 
 
 class StrictJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        if stream is None:
-            raw = b""
-        else:
-            raw = stream.read() if limit is None else stream.read(limit + 1)
+        raw = b"" if stream is None else stream.read(-1 if limit is None else limit + 1)
         if limit is not None and len(raw) > limit:
             raise ValidationFailed(
                 f"body: request body larger than {limit} bytes",

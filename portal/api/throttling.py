@@ -103,4 +103,3 @@ def token_failures_check(request) -> None:
 
 def token_failure_record(request) -> None:
     window_hit("token_failure", client_address(request) or "unknown")
-

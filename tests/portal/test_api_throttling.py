@@ -107,9 +107,15 @@ def test_behind_trusted_proxies_the_address_is_the_one_the_proxy_saw(lead_a, rat
     _, token = api_token_create(user=lead_a, name="ci")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    first = client.get("/api/v1/teams/", REMOTE_ADDR="10.5.0.1", HTTP_X_FORWARDED_FOR="spoof, 192.0.2.1")
-    other = client.get("/api/v1/teams/", REMOTE_ADDR="10.5.0.1", HTTP_X_FORWARDED_FOR="spoof, 192.0.2.2")
-    again = client.get("/api/v1/teams/", REMOTE_ADDR="10.5.0.1", HTTP_X_FORWARDED_FOR="x, 192.0.2.1")
+    first = client.get(
+        "/api/v1/teams/", REMOTE_ADDR="10.5.0.1", HTTP_X_FORWARDED_FOR="spoof, 192.0.2.1"
+    )
+    other = client.get(
+        "/api/v1/teams/", REMOTE_ADDR="10.5.0.1", HTTP_X_FORWARDED_FOR="spoof, 192.0.2.2"
+    )
+    again = client.get(
+        "/api/v1/teams/", REMOTE_ADDR="10.5.0.1", HTTP_X_FORWARDED_FOR="x, 192.0.2.1"
+    )
     assert [first.status_code, other.status_code, again.status_code] == [200, 200, 429]
 
 

@@ -72,7 +72,9 @@ def test_a_token_expires_after_the_default_lifetime_unless_asked(lead_a, setting
 
 def test_a_lifetime_past_the_maximum_is_refused(lead_a, settings):
     settings.API_TOKEN_MAX_DAYS = 365
-    with pytest.raises(CommandError, match=r"days must be at most 365 \(API_TOKEN_MAX_DAYS\), got 366"):
+    with pytest.raises(
+        CommandError, match=r"days must be at most 365 \(API_TOKEN_MAX_DAYS\), got 366"
+    ):
         create_token("lead-a", "--name", "ci", "--days", "366")
     assert not ApiToken.objects.exists()
 

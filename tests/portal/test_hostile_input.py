@@ -142,7 +142,9 @@ HOSTILE_BODIES: dict[str, bytes] = {
             "decisions": [{"line": 10**40, "guarantee": "9" * 40, "cap": -(10**40)}],
         }
     ).encode(),
-    "unknown fields": json.dumps({**request_body(), "bogus": 1, "id": 5, "status": "applied"}).encode(),
+    "unknown fields": json.dumps(
+        {**request_body(), "bogus": 1, "id": 5, "status": "applied"}
+    ).encode(),
     "a list body": b"[1, 2, 3]",
     "a number body": b"5",
     "null": b"null",
@@ -219,7 +221,9 @@ def test_api_writes_refuse_hostile_bodies_without_5xx(world, route):
                     assert_one_error_shape(response, f"{who} {method} {url} with {what}")
                 # A form-encoded body too: the API takes JSON only, and says so in the shape.
                 response = getattr(client, method.lower())(
-                    url, data="team=\x00&comment=" + MB, content_type="application/x-www-form-urlencoded"
+                    url,
+                    data="team=\x00&comment=" + MB,
+                    content_type="application/x-www-form-urlencoded",
                 )
                 assert_one_error_shape(response, f"{who} {method} {url} form-encoded")
 
@@ -251,7 +255,9 @@ def test_a_nul_in_a_filter_is_a_400_naming_it(world):
 
 def test_a_deeply_nested_body_is_a_400_naming_the_rule(world):
     response = api_client(world["tokens"]["lead-c"]).post(
-        "/api/v1/requests/", data=HOSTILE_BODIES["deeply nested list"], content_type="application/json"
+        "/api/v1/requests/",
+        data=HOSTILE_BODIES["deeply nested list"],
+        content_type="application/json",
     )
     assert response.status_code == 400
     assert response.json()["message"] == "body: JSON nested deeper than 32 levels"
@@ -295,7 +301,7 @@ FORM_VALUES = {
 
 @pytest.mark.parametrize("route", PAGES, ids=[r[1] for r in PAGES])
 def test_pages_take_hostile_form_posts_and_queries_without_5xx(world, route):
-    path, name, _, _ = route
+    path, _, _, _ = route
     for who, user in [("anonymous", None), *world["users"].items()]:
         for url in fill(path, world["ids"], ACTIONS):
             for what, value in FORM_VALUES.items():
@@ -309,5 +315,7 @@ def test_pages_take_hostile_form_posts_and_queries_without_5xx(world, route):
                     data.update(justification=MB, name=MB)
                 response = client.post(url, data)
                 assert response.status_code < 500, f"{who} POST {url} {what}"
-                response = client.get(url, {field: value for field in ("status", "team", "since", "action", "page")})
+                response = client.get(
+                    url, {field: value for field in ("status", "team", "since", "action", "page")}
+                )
                 assert response.status_code < 500, f"{who} GET {url} {what}"

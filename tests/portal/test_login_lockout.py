@@ -11,7 +11,9 @@ from django.utils import timezone
 pytestmark = pytest.mark.django_db
 
 
-def login(client: Client, username: str, password: str, *, address: str = "10.0.0.1", url="/login/"):
+def login(
+    client: Client, username: str, password: str, *, address: str = "10.0.0.1", url="/login/"
+):
     return client.post(url, {"username": username, "password": password}, REMOTE_ADDR=address)
 
 

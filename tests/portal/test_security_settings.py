@@ -106,7 +106,10 @@ def test_hsts_and_the_https_redirect_follow_the_settings(client, settings):
 
 
 INLINE = [
-    (re.compile(r"<script(?![^>]*\bsrc=)(?![^>]*type=\"application/json\")[^>]*>", re.I), "inline <script>"),
+    (
+        re.compile(r"<script(?![^>]*\bsrc=)(?![^>]*type=\"application/json\")[^>]*>", re.I),
+        "inline <script>",
+    ),
     (re.compile(r"<style\b", re.I), "<style> element"),
     (re.compile(r"\sstyle\s*=", re.I), "style= attribute"),
     (re.compile(r"\son[a-z]+\s*=", re.I), "on...= handler"),

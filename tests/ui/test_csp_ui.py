@@ -19,9 +19,11 @@ def watch_csp(page) -> list[str]:
     violations: list[str] = []
     page.on(
         "console",
-        lambda msg: violations.append(f"console: {msg.text}")
-        if re.search(r"Content Security Policy|Refused to", msg.text)
-        else None,
+        lambda msg: (
+            violations.append(f"console: {msg.text}")
+            if re.search(r"Content Security Policy|Refused to", msg.text)
+            else None
+        ),
     )
     page.add_init_script(
         "document.addEventListener('securitypolicyviolation', (e) =>"
