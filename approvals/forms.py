@@ -3,9 +3,17 @@
 from django import forms
 from django.forms import formset_factory
 
-from approvals.models import QuotaRequest, RequestLine
+from approvals.models import (
+    COMMENT_MAX_LENGTH,
+    JUSTIFICATION_MAX_LENGTH,
+    QuotaRequest,
+    RequestLine,
+)
 from approvals.services import KEEP, Decision, LineInput
 from quotas.models import ClusterCapacity, PriorityClass, Team, TeamNamespace
+
+# Lines one request may hold in the form (more are refused, naming the limit).
+MAX_LINES = 50
 
 DATETIME_LOCAL = "%Y-%m-%dT%H:%M"
 
@@ -22,6 +30,7 @@ class RequestForm(forms.Form):
 
     team = forms.ModelChoiceField(queryset=Team.objects.none(), empty_label="choose a team")
     justification = forms.CharField(
+        max_length=JUSTIFICATION_MAX_LENGTH,
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="Why the team needs this (workloads, deadlines, usage).",
     )
@@ -150,7 +159,15 @@ def line_choices(teams) -> dict:
 
 
 def line_formset(teams, *, data=None, initial=None, extra: int = 3):
-    formset_class = formset_factory(LineForm, extra=extra, can_delete=True)
+    # A forged TOTAL_FORMS would otherwise have the server build and check 1,000 lines.
+    formset_class = formset_factory(
+        LineForm,
+        extra=extra,
+        can_delete=True,
+        max_num=MAX_LINES,
+        absolute_max=MAX_LINES,
+        validate_max=True,
+    )
     return formset_class(
         data=data, initial=initial, prefix="lines", form_kwargs=line_choices(teams)
     )
@@ -188,7 +205,9 @@ class CommentForm(forms.Form):
 
     LABELS = {"reject": "Why reject (required)", "changes": "Which changes (required)"}
 
-    comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    comment = forms.CharField(
+        required=False, max_length=COMMENT_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 2})
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -201,7 +220,9 @@ class ApproveForm(forms.Form):
 
     AMOUNTS = ("guarantee", "cap", "per_pod_max")
 
-    comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    comment = forms.CharField(
+        required=False, max_length=COMMENT_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 2})
+    )
 
     def __init__(self, *args, lines: list[RequestLine], **kwargs):
         super().__init__(*args, **kwargs)

@@ -6,8 +6,14 @@ from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import F, Q
+from django.db.models.functions import Length
+from django.db.models.lookups import LessThanOrEqual
 
 from quotas.models.fields import ZERO, amount_field
+
+# Free text people type: bounded in the database, the forms and the API alike.
+JUSTIFICATION_MAX_LENGTH = 4000
+COMMENT_MAX_LENGTH = 2000
 
 
 class QuotaRequest(models.Model):
@@ -41,7 +47,7 @@ class QuotaRequest(models.Model):
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_requests"
     )
-    justification = models.TextField()
+    justification = models.TextField(max_length=JUSTIFICATION_MAX_LENGTH)
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.PERMANENT)
     starts_at = models.DateTimeField(null=True, blank=True)
     ends_at = models.DateTimeField(null=True, blank=True)
@@ -53,7 +59,7 @@ class QuotaRequest(models.Model):
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
-    decision_comment = models.TextField(blank=True)
+    decision_comment = models.TextField(blank=True, max_length=COMMENT_MAX_LENGTH)
     auto_approved = models.BooleanField(default=False)
     approvals_needed = models.PositiveSmallIntegerField(default=1)
     # Why the policy decided as it did (approved automatically, one or two admins, and why).
@@ -70,6 +76,11 @@ class QuotaRequest(models.Model):
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["status", "kind"], name="request_status_kind")]
         constraints = [
+            models.CheckConstraint(
+                condition=Q(LessThanOrEqual(Length("justification"), JUSTIFICATION_MAX_LENGTH))
+                & Q(LessThanOrEqual(Length("decision_comment"), COMMENT_MAX_LENGTH)),
+                name="request_text_length",
+            ),
             models.CheckConstraint(
                 condition=Q(kind="permanent") | (Q(ends_at__isnull=False)),
                 name="request_temporary_has_end",
@@ -177,11 +188,15 @@ class Approval(models.Model):
     request = models.ForeignKey(QuotaRequest, on_delete=models.CASCADE, related_name="approvals")
     admin = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
-    comment = models.TextField(blank=True)
+    comment = models.TextField(blank=True, max_length=COMMENT_MAX_LENGTH)
 
     class Meta:
         ordering = ["request", "created_at"]
         constraints = [
+            models.CheckConstraint(
+                condition=LessThanOrEqual(Length("comment"), COMMENT_MAX_LENGTH),
+                name="approval_comment_length",
+            ),
             models.UniqueConstraint(fields=["request", "admin"], name="approval_once_per_admin"),
         ]
 

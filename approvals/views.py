@@ -496,7 +496,8 @@ def request_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
                 raise
         elif action in ("reject", "changes", "revoke"):
             comment_form = CommentForm(request.POST, prefix=action)
-            comment_form.is_valid()
+            if not comment_form.is_valid():  # too long: the form says so
+                return _render_detail(request, qr, **{f"{action}_form": comment_form}, status=400)
             if action == "revoke":
                 revoke_form = comment_form
                 service = request_revoke

@@ -13,20 +13,21 @@ class WorkerHeartbeatAdmin(admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    """Read-only: tokens are made with `manage.py create_api_token`; the hash is never shown."""
+    """Read-only: tokens are made on the API tokens page or with `manage.py create_api_token`;
+    the hash is never shown. Revoking goes through the same service as the page (audited)."""
 
     list_display = [
         "name",
         "user",
-        "prefix",
+        "label",
         "created_at",
         "expires_at",
         "last_used_at",
         "revoked_at",
     ]
     list_filter = ["revoked_at"]
-    search_fields = ["name", "prefix", "user__username"]
-    fields = ["name", "user", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    search_fields = ["name", "public_id", "user__username"]
+    fields = ["name", "user", "label", "created_at", "expires_at", "last_used_at", "revoked_at"]
     readonly_fields = fields
 
     def has_add_permission(self, request) -> bool:
@@ -38,6 +39,6 @@ class ApiTokenAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke the selected tokens", permissions=["delete"])
     def revoke(self, request, queryset):
         for token in queryset.filter(revoked_at__isnull=True):
-            api_token_revoke(token=token)
+            api_token_revoke(token=token, acting_user=request.user, comment="revoked in the admin")
 
     actions = ["revoke"]

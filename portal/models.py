@@ -19,7 +19,9 @@ class WorkerHeartbeat(models.Model):
 
 
 class ApiToken(models.Model):
-    """A personal API token. Only its sha256 is stored; the token is shown once, at creation."""
+    """A personal API token: ``gqp_<public id>_<secret>``. The public id names the token in
+    lists and logs without revealing any of the secret; only the sha256 of the whole token is
+    stored, and the token itself is shown once, at creation."""
 
     PREFIX = "gqp_"
 
@@ -27,11 +29,12 @@ class ApiToken(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
     )
     name = models.CharField(max_length=100, help_text="What the token is for, e.g. ci-pipeline.")
-    # The first characters of the token, enough to recognise it in lists and logs.
-    prefix = models.CharField(max_length=8, editable=False)
+    # Random and public; NULL (not "": unique) for tokens made before public ids (gqp_ + secret
+    # only), which keep working until they expire.
+    public_id = models.CharField(max_length=16, unique=True, null=True, editable=False)  # noqa: DJ001
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField()
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
@@ -40,4 +43,11 @@ class ApiToken(models.Model):
         verbose_name = "API token"
 
     def __str__(self) -> str:
-        return f"{self.name} ({self.prefix}…) of {self.user}"
+        return f"{self.name} ({self.label}) of {self.user}"
+
+    @property
+    def label(self) -> str:
+        """How the token is named to people: its public part, e.g. ``gqp_k3j5q7x2ab``."""
+        if self.public_id:
+            return f"{self.PREFIX}{self.public_id}"
+        return f"old-format token #{self.pk}"

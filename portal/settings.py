@@ -5,6 +5,7 @@ in ``var/celery/`` and the sandbox Kubernetes API. ``DATABASE_URL`` and ``CELERY
 switch to PostgreSQL and Redis.
 """
 
+import datetime
 from pathlib import Path
 
 import environ
@@ -34,6 +35,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "django_celery_beat",
+    "axes",
     "portal",
     "quotas",
     "approvals",
@@ -41,6 +43,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "portal.middleware.ContentSecurityPolicyMiddleware",
+    "portal.middleware.RejectHostileParametersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -48,6 +52,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a lockout found during login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -117,13 +123,6 @@ STORAGES = {
     },
 }
 
-SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=False)
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
-SESSION_COOKIE_HTTPONLY = True
-SECURE_CONTENT_TYPE_NOSNIFF = True
-X_FRAME_OPTIONS = "DENY"
-if env.bool("DJANGO_BEHIND_TLS_PROXY", default=False):
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # --- Celery -------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
@@ -175,6 +174,14 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
+    # JSON only, parsed with limits (depth, lone surrogates, NUL) that give 400, never 500.
+    "DEFAULT_PARSER_CLASSES": ["portal.api.parsers.StrictJSONParser"],
+    "DEFAULT_THROTTLE_CLASSES": [
+        "portal.api.throttling.TokenRateThrottle",
+        "portal.api.throttling.AddressRateThrottle",
+    ],
+    # Rates are set in the security block below, from the environment.
+    "DEFAULT_THROTTLE_RATES": {},
 }
 
 # Public address of the portal, for links in notifications.
@@ -260,3 +267,89 @@ AUDIT_ANCHOR_SECONDS = env.int("AUDIT_ANCHOR_SECONDS", default=300)
 WEBHOOK_SIGNATURE_TOLERANCE_SECONDS = env.int("WEBHOOK_SIGNATURE_TOLERANCE_SECONDS", default=300)
 # File holding the bearer token of the sandbox Kubernetes API (`make run` writes one per run).
 KUBE_SANDBOX_TOKEN_FILE = env.str("KUBE_SANDBOX_TOKEN_FILE", default="")
+
+# --- Security: transport, cookies, CSP, login lockout, API throttling, tokens --------------------
+# Every default here suits the local demo over plain HTTP; production sets the variables listed
+# in the README's production section (deploy/kubernetes/configmap.yaml sets them), and
+# `manage.py check --deploy` then passes (tests/portal/test_security_settings.py).
+SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+if env.bool("DJANGO_BEHIND_TLS_PROXY", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Redirect plain HTTP to HTTPS (behind a proxy only with DJANGO_BEHIND_TLS_PROXY, or every request
+# looks like HTTP). The probes are exempt: the kubelet calls them over plain HTTP.
+SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=False)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+# HSTS: 0 sends no header (the demo runs over HTTP); production: 31536000 (a year).
+SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=False)
+
+# Content-Security-Policy of every response (portal.middleware): no inline scripts or styles
+# anywhere, everything from the portal's own origin. PORTAL_CSP replaces the whole header line
+# (e.g. to add a report-uri); PORTAL_CSP_REPORT_ONLY sends it as Report-Only instead.
+PORTAL_CSP = env.str("PORTAL_CSP", default="") or (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+PORTAL_CSP_REPORT_ONLY = env.bool("PORTAL_CSP_REPORT_ONLY", default=False)
+
+# Shared cache of the throttles: Redis when CACHE_URL or the Celery broker is Redis (counts are
+# then shared by every web process), else the process's own memory (the zero-install demo).
+_cache_url = env.str("CACHE_URL", default="")
+if not _cache_url and CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    _cache_url = CELERY_BROKER_URL
+CACHES = {
+    "default": (
+        {**env.cache_url_config(_cache_url), "KEY_PREFIX": "portal"}
+        if _cache_url
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+
+# Proxies in front of the portal that append to X-Forwarded-For (0: use the peer's address).
+# The login lockout and the API throttles key on the client address this gives.
+PORTAL_TRUSTED_PROXY_COUNT = env.int("PORTAL_TRUSTED_PROXY_COUNT", default=0)
+
+# Login lockout (django-axes, database handler: attempts are rows every process sees, and the
+# admin's "Access attempts" page unlocks by deleting them; `manage.py axes_reset_username NAME`
+# too). Failures count per user name and, separately, per address; the Django admin's login is
+# covered too (it authenticates through the same backends).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = env.bool("LOGIN_LOCKOUT_ENABLED", default=True)
+AXES_FAILURE_LIMIT = env.int("LOGIN_LOCKOUT_FAILURES", default=10)
+AXES_COOLOFF_TIME = datetime.timedelta(minutes=env.int("LOGIN_LOCKOUT_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "portal.client.client_address"
+AXES_LOCKOUT_CALLABLE = "portal.lockout.lockout_response"
+AXES_USERNAME_CALLABLE = "portal.lockout.lockout_username"
+AXES_HTTP_RESPONSE_CODE = 429
+# A wrong password during the lockout does not push its end further out: a locked-out user
+# knows when to try again.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+
+# API throttling (DRF, counted in the cache above): per token, per client address, and failed
+# token attempts per address (those never reach the throttles: see portal.api.auth). Rates are
+# "N/s|min|hour|day"; 429 with Retry-After past them.
+REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {
+    "token": env.str("API_THROTTLE_TOKEN_RATE", default="600/min"),
+    "address": env.str("API_THROTTLE_ADDRESS_RATE", default="1200/min"),
+    "token_failure": env.str("API_THROTTLE_TOKEN_FAILURE_RATE", default="20/min"),
+}
+REST_FRAMEWORK["TEST_REQUEST_DEFAULT_FORMAT"] = "json"
+
+# API tokens: lifetime when none is asked for, and the longest one may ask for.
+API_TOKEN_DEFAULT_DAYS = env.int("API_TOKEN_DEFAULT_DAYS", default=90)
+API_TOKEN_MAX_DAYS = env.int("API_TOKEN_MAX_DAYS", default=365)

@@ -25,3 +25,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 # Clusters of tests reach only the sandboxes the tests start, never a demo on the default port.
 KUBE_SANDBOX_URL = "http://127.0.0.1:9"
 KUBE_REQUEST_TIMEOUT = 5.0
+# Throttle counts stay in each test process's memory and are cleared between tests
+# (tests/conftest.py); tests/portal/test_api_throttling.py runs them on Redis too.
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

@@ -1,7 +1,10 @@
-"""Personal API tokens: create and revoke them, and find the token a client presents.
+"""Personal API tokens: create, list and revoke them, and find the token a client presents.
 
-The token (``gqp_`` + 32 random bytes, urlsafe) is returned once by ``api_token_create`` and
-never stored or logged; the database keeps its sha256 and its first 8 characters.
+A token is ``gqp_<public id>_<secret>``: the public id (10 random base32 characters) names it in
+lists, logs and messages; the secret is 32 random bytes. The token is returned once by
+``api_token_create`` and never stored or logged: the database keeps the public id and the sha256
+of the whole token. Every token expires (API_TOKEN_DEFAULT_DAYS unless asked otherwise, at most
+API_TOKEN_MAX_DAYS). Creating and revoking are audited.
 """
 
 import hashlib
@@ -9,43 +12,105 @@ import hmac
 import secrets
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib.auth.models import User
+from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
-from portal.errors import NotAllowed, ValidationFailed
+from portal.errors import NotAllowed, PermissionDenied, ValidationFailed
 from portal.models import ApiToken
+from quotas.audit import audit_record
+from quotas.roles import is_platform_admin
 
 # last_used_at is written at most this often per token, not on every request.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+PUBLIC_ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz234567"
+PUBLIC_ID_LENGTH = 10
+NAME_MAX_LENGTH = ApiToken._meta.get_field("name").max_length
 
 
 def api_token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def api_token_create(*, user: User, name: str, days: int | None = None) -> tuple[ApiToken, str]:
-    """A new token of ``user``; returns the row and the token, which is never shown again."""
+def _new_public_id() -> str:
+    return "".join(secrets.choice(PUBLIC_ID_ALPHABET) for _ in range(PUBLIC_ID_LENGTH))
+
+
+def api_token_create(
+    *,
+    user: User,
+    name: str,
+    days: int | None = None,
+    acting_user: User | None = None,
+    comment: str = "",
+) -> tuple[ApiToken, str]:
+    """A new token of ``user`` (made by ``acting_user``, by default the user themselves);
+    returns the row and the token, which is never shown again."""
+    acting_user = acting_user or user
+    if acting_user != user and not is_platform_admin(acting_user):
+        raise PermissionDenied("only platform admins create tokens for other users")
     name = name.strip()
     if not name:
         raise ValidationFailed("name must not be empty", field="name")
-    if days is not None and days <= 0:
+    if len(name) > NAME_MAX_LENGTH:
+        raise ValidationFailed(
+            f"name must be at most {NAME_MAX_LENGTH} characters, got {len(name)}", field="name"
+        )
+    if days is None:
+        days = settings.API_TOKEN_DEFAULT_DAYS
+    if days <= 0:
         raise ValidationFailed(f"days must be positive, got {days}", field="days")
-    token = ApiToken.PREFIX + secrets.token_urlsafe(32)
-    row = ApiToken.objects.create(
-        user=user,
-        name=name,
-        prefix=token[:8],
-        token_hash=api_token_hash(token),
-        expires_at=timezone.now() + timedelta(days=days) if days else None,
-    )
+    if days > settings.API_TOKEN_MAX_DAYS:
+        raise ValidationFailed(
+            f"days must be at most {settings.API_TOKEN_MAX_DAYS} (API_TOKEN_MAX_DAYS), got {days}",
+            field="days",
+        )
+    public_id = _new_public_id()
+    token = f"{ApiToken.PREFIX}{public_id}_{secrets.token_urlsafe(32)}"
+    with transaction.atomic():
+        row = ApiToken.objects.create(
+            user=user,
+            name=name,
+            public_id=public_id,
+            token_hash=api_token_hash(token),
+            expires_at=timezone.now() + timedelta(days=days),
+        )
+        audit_record(
+            acting_user=acting_user,
+            action="api_token.create",
+            target=row,
+            after={"user": user.get_username(), "name": name, "expires_at": row.expires_at},
+            comment=comment,
+        )
     return row, token
 
 
-def api_token_revoke(*, token: ApiToken) -> ApiToken:
-    if token.revoked_at is not None:
-        raise NotAllowed(f"token {token.prefix}… is revoked already", field="token")
-    token.revoked_at = timezone.now()
-    token.save(update_fields=["revoked_at"])
+def api_tokens_visible_to(user: User) -> QuerySet[ApiToken]:
+    """The user's own tokens; platform admins see everyone's."""
+    tokens = ApiToken.objects.select_related("user")
+    return tokens if is_platform_admin(user) else tokens.filter(user=user)
+
+
+def api_token_revoke(*, token: ApiToken, acting_user: User, comment: str = "") -> ApiToken:
+    """Revoke a token: its owner may, and platform admins may revoke anyone's."""
+    if token.user_id != acting_user.pk and not is_platform_admin(acting_user):
+        raise PermissionDenied("only the token's owner or a platform admin may revoke it")
+    with transaction.atomic():
+        token = ApiToken.objects.select_for_update().select_related("user").get(pk=token.pk)
+        if token.revoked_at is not None:
+            raise NotAllowed(f"token {token.label} is revoked already", field="token")
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        audit_record(
+            acting_user=acting_user,
+            action="api_token.revoke",
+            target=token,
+            before={"revoked_at": None},
+            after={"revoked_at": token.revoked_at},
+            comment=comment,
+        )
     return token
 
 
@@ -64,11 +129,11 @@ def api_token_user(token: str) -> tuple[User, ApiToken]:
         raise TokenRefused("invalid API token")
     now = timezone.now()
     if row.revoked_at is not None:
-        raise TokenRefused(f"API token {row.prefix}… was revoked")
-    if row.expires_at is not None and row.expires_at <= now:
-        raise TokenRefused(f"API token {row.prefix}… expired at {row.expires_at.isoformat()}")
+        raise TokenRefused(f"API token {row.label} was revoked")
+    if row.expires_at <= now:
+        raise TokenRefused(f"API token {row.label} expired at {row.expires_at.isoformat()}")
     if not row.user.is_active:
-        raise TokenRefused(f"the user of API token {row.prefix}… is inactive")
+        raise TokenRefused(f"the user of API token {row.label} is inactive")
     if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=row.pk).update(last_used_at=now)
         row.last_used_at = now

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from portal import health
+from portal import health, token_views
 from quotas import views as quota_views
 from quotas import views_suggestions
 from quotas.views_audit import audit_export_csv
@@ -18,6 +18,8 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("tokens/", token_views.token_list, name="tokens"),
+    path("tokens/<int:pk>/revoke/", token_views.token_revoke, name="tokens-revoke"),
     path("requests/", include("approvals.urls")),
     path("suggestions/", views_suggestions.suggestion_list, name="suggestions-list"),
     path("usage/", views_suggestions.usage_page, name="usage"),

@@ -7,6 +7,7 @@ from decimal import Decimal
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.cache import cache
 from kubernetes import client as k8s
 
 from approvals.models import ApprovalPolicy
@@ -14,6 +15,14 @@ from kubesandbox import SandboxServer
 from quotas.models import Cluster, ClusterCapacity, Resource, Team, TeamMembership, TeamNamespace
 from quotas.roles import AUDITORS, PLATFORM_ADMINS, ensure_role_groups
 from quotas.services import allocation_set
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttle_counts():
+    """Every test starts with no API throttle counts (they live in the cache)."""
+    cache.clear()
+    yield
+    cache.clear()
 
 
 def free_port() -> int:

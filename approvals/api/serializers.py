@@ -2,7 +2,13 @@
 
 from rest_framework import serializers
 
-from approvals.models import Approval, QuotaRequest, RequestLine
+from approvals.models import (
+    COMMENT_MAX_LENGTH,
+    JUSTIFICATION_MAX_LENGTH,
+    Approval,
+    QuotaRequest,
+    RequestLine,
+)
 from approvals.validation import findings_json, requests_fit_problems
 from quotas.api.serializers import AmountField
 
@@ -122,7 +128,7 @@ class LineInputSerializer(serializers.Serializer):
 
 class RequestCreateSerializer(serializers.Serializer):
     team = serializers.CharField(max_length=63)
-    justification = serializers.CharField(allow_blank=True)
+    justification = serializers.CharField(allow_blank=True, max_length=JUSTIFICATION_MAX_LENGTH)
     kind = serializers.ChoiceField(
         choices=QuotaRequest.Kind.choices, default=QuotaRequest.Kind.PERMANENT
     )
@@ -143,10 +149,14 @@ class DecisionInputSerializer(serializers.Serializer):
 
 
 class ApproveSerializer(serializers.Serializer):
-    comment = serializers.CharField(required=False, allow_blank=True, default="")
+    comment = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=COMMENT_MAX_LENGTH
+    )
     decisions = DecisionInputSerializer(many=True, required=False, default=list)
 
 
 class CommentSerializer(serializers.Serializer):
     # Blank is let through: the services say which actions need a comment, and why.
-    comment = serializers.CharField(required=False, allow_blank=True, default="")
+    comment = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=COMMENT_MAX_LENGTH
+    )

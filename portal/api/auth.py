@@ -2,6 +2,7 @@
 
 from rest_framework import authentication, exceptions
 
+from portal.api.throttling import token_failure_record, token_failures_check
 from portal.tokens import TokenRefused, api_token_user
 
 
@@ -12,17 +13,19 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None  # not ours: let the session (or nobody) authenticate
-        if len(header) != 2:
-            raise exceptions.AuthenticationFailed(
-                "malformed Authorization header: expected 'Bearer <token>'"
-            )
+        # An address that failed too often is refused before its token is even looked at, or
+        # the throttle would still tell a right guess from a wrong one.
+        token_failures_check(request)
         try:
-            token = header[1].decode()
-        except UnicodeError:
-            raise exceptions.AuthenticationFailed("invalid API token") from None
-        try:
+            if len(header) != 2:
+                raise TokenRefused("malformed Authorization header: expected 'Bearer <token>'")
+            try:
+                token = header[1].decode()
+            except UnicodeError:
+                raise TokenRefused("invalid API token") from None
             return api_token_user(token)
         except TokenRefused as exc:
+            token_failure_record(request)
             raise exceptions.AuthenticationFailed(str(exc)) from None
 
     def authenticate_header(self, request) -> str:

@@ -7,6 +7,8 @@ into the same shape, with every field error listed under ``extra.errors``.
 
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -51,6 +53,20 @@ def _validation_response(detail: Any, status_code: int = status.HTTP_400_BAD_REQ
 def exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, ApplicationError):
         return Response({"message": exc.message, "extra": exc.extra}, status=exc.status_code)
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return Response(
+            {
+                "message": f"body: request body larger than {limit} bytes",
+                "extra": {"field": "body", "code": "too_large"},
+            },
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    if isinstance(exc, SuspiciousOperation):  # Django's own refusals of a request: 400
+        return Response(
+            {"message": str(exc), "extra": {"code": "bad_request"}},
+            status=status.HTTP_400_BAD_REQUEST,
+        )
     if isinstance(exc, DjangoValidationError):
         detail = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
         return _validation_response(detail)
@@ -64,9 +80,13 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         message = "; ".join(e["message"] for e in field_errors(detail)) or str(exc)
     else:
         message = str(detail if detail is not None else exc)
+    if not message:  # e.g. a 404 raised without words (an unknown ?format=)
+        message = str(getattr(exc, "default_detail", "")) or "request refused"
     extra: dict[str, Any] = {}
     code = getattr(exc, "default_code", None)
     if code:
         extra["code"] = getattr(detail, "code", None) or code
+    if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+        extra["retry_after"] = int(exc.wait)  # the Retry-After header says the same
     response.data = {"message": message, "extra": extra}
     return response

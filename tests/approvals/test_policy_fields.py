@@ -3,6 +3,7 @@ through as "only decreases", unknown classes are refused, and a field left out s
 (through the service, the API and the request form)."""
 
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -313,7 +314,10 @@ def test_new_form_carries_the_current_values_to_fill_in(client, team_c_dev, lead
         "per_pod_max": "2",
         "priority_classes": ["experiment"],
     }
-    assert "input.value = value" in response.content.decode()  # filled in, not a placeholder
+    # Filled in, not a placeholder, by the form's script (a static file: the CSP allows no inline).
+    assert 'src="/static/approvals/request-form.js"' in response.content.decode()
+    script = Path(__file__).resolve().parents[2] / "static" / "approvals" / "request-form.js"
+    assert "input.value = value" in script.read_text()
 
 
 def test_a_class_the_allocation_has_but_the_portal_no_longer_knows_never_blocks(

@@ -6,6 +6,7 @@ import pytest
 from django.apps import apps
 from django.contrib.auth import authenticate
 from django.core.management import call_command
+from django.test import RequestFactory
 
 from quotas.models import Allocation, Cluster
 from quotas.roles import is_auditor, is_platform_admin
@@ -13,6 +14,11 @@ from quotas.roles import is_auditor, is_platform_admin
 pytestmark = pytest.mark.django_db
 
 IGNORED_FIELDS = {"last_login", "updated_at", "created_at", "changed_at", "date_joined"}
+
+
+def login_request():
+    """The request a login comes with (the lockout backend counts attempts per address)."""
+    return RequestFactory().post("/login/")
 
 
 def snapshot() -> dict:
@@ -56,9 +62,9 @@ def test_seed_demo_has_the_seed_example():
 def test_seed_demo_users_have_their_roles():
     call_command("seed_demo", verbosity=0)
     for name in ("admin", "admin2"):
-        assert is_platform_admin(authenticate(username=name, password="demo"))
-    viewer = authenticate(username="viewer", password="demo")
+        assert is_platform_admin(authenticate(login_request(), username=name, password="demo"))
+    viewer = authenticate(login_request(), username="viewer", password="demo")
     assert is_auditor(viewer) and not is_platform_admin(viewer)
-    lead = authenticate(username="lead-a", password="demo")
+    lead = authenticate(login_request(), username="lead-a", password="demo")
     assert not is_platform_admin(lead)
     assert lead.team_memberships.get().team.slug == "team-a"

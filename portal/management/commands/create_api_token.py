@@ -13,7 +13,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("username")
         parser.add_argument("--name", required=True, help="what the token is for")
-        parser.add_argument("--days", type=int, default=None, help="expire after N days")
+        parser.add_argument(
+            "--days",
+            type=int,
+            default=None,
+            help="expire after N days (default API_TOKEN_DEFAULT_DAYS, at most API_TOKEN_MAX_DAYS)",
+        )
 
     def handle(self, *args, username: str, name: str, days: int | None, **options):
         user = User.objects.filter(username=username).first()
@@ -22,12 +27,14 @@ class Command(BaseCommand):
         if not user.is_active:
             raise CommandError(f"user {username!r} is inactive")
         try:
-            row, token = api_token_create(user=user, name=name, days=days)
+            row, token = api_token_create(
+                user=user, name=name, days=days, comment="manage.py create_api_token"
+            )
         except ApplicationError as exc:
             raise CommandError(exc.message) from None
-        expiry = row.expires_at.isoformat() if row.expires_at else "never"
         self.stderr.write(
-            f"API token {row.name!r} for {user.username} (expires: {expiry}). "
+            f"API token {row.name!r} ({row.label}) for {user.username} "
+            f"(expires: {row.expires_at.isoformat()}). "
             "Store it now: it cannot be shown again."
         )
         self.stdout.write(token)

@@ -1,0 +1,87 @@
+"""The API's one parser: JSON with limits, so hostile bodies get 400, never 500.
+
+Python's parser raises RecursionError (not ValueError) on deeply nested input, and happily
+returns lone surrogates ("\\ud800") and NUL characters that later break the JSON renderer or
+PostgreSQL. The body size is bounded too: DRF reads the raw stream, around Django's own limit.
+"""
+
+from django.conf import settings
+from rest_framework.parsers import JSONParser
+from rest_framework.utils import json
+
+from portal.errors import ValidationFailed
+
+# Deeper than any request body of the API (a request's lines' priority classes are depth 4).
+MAX_DEPTH = 32
+
+
+def _path(parent: str, key: object) -> str:
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    return f"{parent}.{key}" if parent else str(key)
+
+
+def _bad_text(text: str) -> str | None:
+    if "\x00" in text:
+        return "must not contain NUL (\\x00) characters"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "must be valid Unicode (it holds a lone surrogate such as \\ud800)"
+    return None
+
+
+def check_parsed(data: object) -> None:
+    """Raise ValidationFailed naming the first value nested too deep or holding bad text."""
+    stack: list[tuple[str, object, int]] = [("", data, 1)]
+    while stack:
+        path, value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth > MAX_DEPTH:
+                raise ValidationFailed(
+                    f"{path or 'body'}: JSON nested deeper than {MAX_DEPTH} levels",
+                    field=path or "body",
+                    extra={"code": "too_deep"},
+                )
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                child = _path(path, key)
+                if isinstance(key, str) and (problem := _bad_text(key)):
+                    raise ValidationFailed(
+                        f"{path or 'body'}: a key {problem}",
+                        field=path or "body",
+                        extra={"code": "invalid_text"},
+                    )
+                stack.append((child, item, depth + 1))
+        elif isinstance(value, str) and (problem := _bad_text(value)):
+            field = path or "body"
+            raise ValidationFailed(
+                f"{field}: {problem}", field=field, extra={"code": "invalid_text"}
+            )
+
+
+class StrictJSONParser(JSONParser):
+    def parse(self, stream, media_type=None, parser_context=None):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        raw = b"" if stream is None else stream.read(-1 if limit is None else limit + 1)
+        if limit is not None and len(raw) > limit:
+            raise ValidationFailed(
+                f"body: request body larger than {limit} bytes",
+                field="body",
+                extra={"code": "too_large"},
+            )
+        encoding = (parser_context or {}).get("encoding") or settings.DEFAULT_CHARSET
+        try:
+            data = json.loads(raw.decode(encoding), parse_constant=json.strict_constant)
+        except RecursionError:
+            raise ValidationFailed(
+                f"body: JSON nested deeper than {MAX_DEPTH} levels",
+                field="body",
+                extra={"code": "too_deep"},
+            ) from None
+        except (ValueError, LookupError) as exc:
+            raise ValidationFailed(
+                f"body: JSON parse error - {exc}", field="body", extra={"code": "parse_error"}
+            ) from None
+        check_parsed(data)
+        return data
