@@ -16,7 +16,7 @@ from kubesandbox.schemas import validate_object
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 NAMESPACE = "gpu-quota-portal"
 SECRET_NAME = "gpu-quota-portal"
-SECRET_KEYS = {"DJANGO_SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL"}
+SECRET_KEYS = {"DJANGO_SECRET_KEY", "AUDIT_MAC_KEY", "DATABASE_URL", "CELERY_BROKER_URL"}
 IMAGE = "gpu-quota-portal:latest"
 
 # (apiGroup, resource) -> exactly the verbs the sync needs.

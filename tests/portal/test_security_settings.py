@@ -24,6 +24,7 @@ def production_env() -> dict[str, str]:
     env.update(
         DJANGO_SETTINGS_MODULE="portal.settings",
         DJANGO_SECRET_KEY="k8s-secret-" + "Zx9!qR7#vB2$mN5%" * 4,
+        AUDIT_MAC_KEY="audit-mac-" + "Qw3#eR5%tY7&uI9*" * 3,
         PORTAL_VAR_DIR=str(ROOT / "var" / "check-deploy"),
     )
     env.pop("DATABASE_URL", None)  # the check needs no database
