@@ -12,11 +12,13 @@ import hmac
 import json
 import logging
 import os
+import shutil
 import socket
 import ssl
 import sys
 import tempfile
 import threading
+import weakref
 from collections.abc import Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -533,7 +535,6 @@ class SandboxServer:
         self.host = host
         self.tls = tls or tls_dir is not None
         self._tls_dir = Path(tls_dir) if tls_dir is not None else None
-        self._tls_temporary: tempfile.TemporaryDirectory[str] | None = None
         self._tls_files: TlsFiles | None = None
         self.allow_faults = allow_faults
         self._requested_port = port
@@ -582,8 +583,10 @@ class SandboxServer:
         from kubesandbox.tls import ensure_certificates
 
         if self._tls_dir is None:
-            self._tls_temporary = tempfile.TemporaryDirectory(prefix="kube-sandbox-tls-")
-            self._tls_dir = Path(self._tls_temporary.name)
+            # Kept across stop and start (clients keep trusting the same CA); removed with the
+            # server object.
+            self._tls_dir = Path(tempfile.mkdtemp(prefix="kube-sandbox-tls-"))
+            weakref.finalize(self, shutil.rmtree, self._tls_dir, ignore_errors=True)
         self._tls_files = ensure_certificates(self._tls_dir)
         return self._tls_files.server_context()
 

@@ -355,6 +355,8 @@ def test_command_line_serves_https_and_writes_a_kubeconfig_kubectl_uses(tmp_path
     finally:
         process.terminate()
         process.wait(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 def test_command_line_names_an_unusable_tls_directory(tmp_path):
