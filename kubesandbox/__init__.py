@@ -13,6 +13,8 @@ the built-in kinds (``core_validation``), the CRDs' CEL rules (``celrules``), Vo
 webhook (``volcano``), and new objects in a Terminating namespace. It enforces
 ValidatingAdmissionPolicies on writes (``admission_policies``) and serves ``pods/resize``.
 ``omit_api_versions`` serves a cluster without a scheduler's CRDs, or with an older Kueue.
+``token`` requires a bearer token; ``tls_dir`` (or ``tls=True``) serves HTTPS with a CA of its own
+(``tls``), which the kubeconfig it writes carries.
 
     from kubesandbox import SandboxServer
     server = SandboxServer(port=0).start()

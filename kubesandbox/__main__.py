@@ -34,6 +34,12 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "--kubeconfig-out", type=Path, help="write a kubeconfig pointing at the server here"
     )
     parser.add_argument(
+        "--tls-dir",
+        type=Path,
+        help="serve HTTPS with a self-signed CA and server certificate made (or reused) in this "
+        "directory (ca.crt is what clients trust); kubectl sends tokens only over TLS",
+    )
+    parser.add_argument(
         "--allow-faults",
         action="store_true",
         help="accept fault injection over HTTP (/sandbox/faults); off by default",
@@ -76,13 +82,20 @@ def main(argv: list[str] | None = None) -> int:
             omit_api_versions=options.omit_api_version,
             namespace_finalize_seconds=options.namespace_finalize_seconds,
             allow_faults=options.allow_faults,
+            tls_dir=options.tls_dir,
         )
     except ValueError as exc:
         sys.stderr.write(f"{exc}\n")
         return 2
     try:
         server.start()
+    except ImportError as exc:
+        sys.stderr.write(f"--tls-dir needs the cryptography package: {exc}\n")
+        return 2
     except OSError as exc:
+        if options.tls_dir is not None and exc.filename is not None:
+            sys.stderr.write(f"cannot use the TLS directory {options.tls_dir}: {exc}\n")
+            return 2
         sys.stderr.write(f"cannot listen on {options.host}:{options.port}: {exc.strerror}\n")
         return 1
     done = threading.Event()
@@ -96,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             server.write_kubeconfig(options.kubeconfig_out)
         auth = "token required" if token else "no auth"
         faults = "faults allowed" if options.allow_faults else "faults off"
-        print(f"kube sandbox listening on {server.url} ({auth}, {faults})", flush=True)
+        trust = f", CA {server.ca_file}" if server.ca_file else ""
+        print(f"kube sandbox listening on {server.url} ({auth}, {faults}{trust})", flush=True)
         while not done.wait(0.5):
             pass
     finally:

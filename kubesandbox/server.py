@@ -1,23 +1,29 @@
-"""The HTTP side of the sandbox: a threaded stdlib HTTP/1.1 server (keep-alive) that routes
-Kubernetes API paths to :class:`~kubesandbox.api.Api`, answers discovery and OpenAPI,
+"""The HTTP side of the sandbox: a threaded stdlib HTTP/1.1 server (keep-alive), plain or TLS,
+that routes Kubernetes API paths to :class:`~kubesandbox.api.Api`, answers discovery and OpenAPI,
 checks the optional bearer token, injects faults and exposes a small control API under
 ``/sandbox/`` for servers running in another process.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hmac
 import json
 import logging
 import os
+import shutil
 import socket
+import ssl
+import sys
+import tempfile
 import threading
+import weakref
 from collections.abc import Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
 import yaml
@@ -28,9 +34,13 @@ from kubesandbox.discovery import SERVER_VERSION, Discovery, table
 from kubesandbox.faults import FaultRule, Faults, Stats
 from kubesandbox.store import Store
 
+if TYPE_CHECKING:
+    from kubesandbox.tls import TlsFiles
+
 logger = logging.getLogger(__name__)
 
 _JSON = "application/json"
+_HANDSHAKE_SECONDS = 10
 _HEALTH = ("/healthz", "/readyz", "/livez")
 _STATUS_REASONS = {
     400: "BadRequest",
@@ -73,11 +83,34 @@ class _HttpServer(ThreadingHTTPServer):
     block_on_close = False
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], sandbox: SandboxServer) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        sandbox: SandboxServer,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.sandbox = sandbox
+        self.ssl_context = ssl_context
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
         super().__init__(address, _Handler)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        conn, address = super().get_request()
+        if self.ssl_context is not None:
+            # The handshake happens in the connection's own thread (_Handler.setup): a client
+            # that connects and says nothing must not hold up accepting the next one.
+            conn = self.ssl_context.wrap_socket(
+                conn, server_side=True, do_handshake_on_connect=False
+            )
+        return conn, address
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that does not trust the CA, or hangs up mid-handshake, is not a server error.
+        if isinstance(sys.exc_info()[1], OSError):
+            logger.debug("sandbox: connection from %s failed", client_address, exc_info=True)
+            return
+        logger.exception("sandbox: error serving %s", client_address)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self.connections_lock:
@@ -103,6 +136,10 @@ class _Handler(BaseHTTPRequestHandler):
     server: _HttpServer
 
     def setup(self) -> None:
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(_HANDSHAKE_SECONDS)
+            self.request.do_handshake()
+            self.request.settimeout(None)
         super().setup()
         # Answers go out in one write; without NODELAY, Nagle + delayed ACK add ~40 ms.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -476,6 +513,11 @@ class SandboxServer:
     leaves group-versions out of discovery and answers their paths 404, like a cluster without
     that CRD or with an older one. A deleted namespace stays ``Terminating`` for
     ``namespace_finalize_seconds`` before its objects and itself go away (0: within the DELETE).
+
+    With ``tls_dir`` (or ``tls=True``: a temporary directory) it serves HTTPS with a self-signed
+    CA and a server certificate for 127.0.0.1, ::1 and localhost, made on start in that directory
+    or reused from it (:mod:`kubesandbox.tls`); ``ca_file`` is then the CA clients trust, and the
+    kubeconfig carries it. kubectl sends a bearer token only over TLS.
     """
 
     def __init__(
@@ -487,8 +529,13 @@ class SandboxServer:
         omit_api_versions: Iterable[str] = (),
         namespace_finalize_seconds: float = 0.0,
         allow_faults: bool = False,
+        tls_dir: str | os.PathLike[str] | None = None,
+        tls: bool = False,
     ) -> None:
         self.host = host
+        self.tls = tls or tls_dir is not None
+        self._tls_dir = Path(tls_dir) if tls_dir is not None else None
+        self._tls_files: TlsFiles | None = None
         self.allow_faults = allow_faults
         self._requested_port = port
         self.token = token or None
@@ -518,7 +565,9 @@ class SandboxServer:
         self.api.load_objects(self.store.load())
         self.api.finish_terminating_namespaces()
         self.api.ensure_default_namespaces()
-        self._httpd = _HttpServer((self.host, self._requested_port), self)
+        self._httpd = _HttpServer(
+            (self.host, self._requested_port), self, self._ssl_context() if self.tls else None
+        )
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": 0.05},
@@ -528,6 +577,23 @@ class SandboxServer:
         self._thread.start()
         self.store.start_flusher()
         return self
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        # Imported here: plain HTTP needs no cryptography package.
+        from kubesandbox.tls import ensure_certificates
+
+        if self._tls_dir is None:
+            # Kept across stop and start (clients keep trusting the same CA); removed with the
+            # server object.
+            self._tls_dir = Path(tempfile.mkdtemp(prefix="kube-sandbox-tls-"))
+            weakref.finalize(self, shutil.rmtree, self._tls_dir, ignore_errors=True)
+        self._tls_files = ensure_certificates(self._tls_dir)
+        return self._tls_files.server_context()
+
+    @property
+    def ca_file(self) -> Path | None:
+        """The CA certificate clients trust (PEM), once a TLS server has started; else None."""
+        return self._tls_files.ca_cert if self._tls_files is not None else None
 
     def stop(self) -> None:
         if self._httpd is None:
@@ -558,7 +624,8 @@ class SandboxServer:
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://{host}:{self.port}"
 
     @property
     def write_log(self) -> list[dict[str, Any]]:
@@ -584,11 +651,19 @@ class SandboxServer:
     # -- helpers for tests and the demo ----------------------------------------------------
 
     def kubeconfig(self, context: str = "sandbox") -> dict[str, Any]:
+        """A kubeconfig for this server: its URL, its token, and (TLS) the CA to trust."""
+        if self.tls and self.ca_file is None:
+            raise RuntimeError("start the server first: its certificates are made on start")
         user: dict[str, Any] = {"token": self.token} if self.token else {}
+        cluster: dict[str, Any] = {"server": self.url}
+        if self.ca_file is not None:
+            cluster["certificate-authority-data"] = base64.b64encode(
+                self.ca_file.read_bytes()
+            ).decode()
         return {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": context, "cluster": {"server": self.url}}],
+            "clusters": [{"name": context, "cluster": cluster}],
             "users": [{"name": context, "user": user}],
             "contexts": [
                 {

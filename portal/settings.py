@@ -267,6 +267,8 @@ AUDIT_ANCHOR_SECONDS = env.int("AUDIT_ANCHOR_SECONDS", default=300)
 WEBHOOK_SIGNATURE_TOLERANCE_SECONDS = env.int("WEBHOOK_SIGNATURE_TOLERANCE_SECONDS", default=300)
 # File holding the bearer token of the sandbox Kubernetes API (`make run` writes one per run).
 KUBE_SANDBOX_TOKEN_FILE = env.str("KUBE_SANDBOX_TOKEN_FILE", default="")
+# CA certificate (PEM) the sandbox API's HTTPS certificate chains to (`make run` makes one).
+KUBE_SANDBOX_CA_FILE = env.str("KUBE_SANDBOX_CA_FILE", default="")
 
 # --- Security: transport, cookies, CSP, login lockout, API throttling, tokens --------------------
 # Every default here suits the local demo over plain HTTP; production sets the variables listed

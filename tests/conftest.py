@@ -184,9 +184,14 @@ def no_leftover_tasks(request):
 
 
 @pytest.fixture
-def kube_sandbox() -> Iterator[SandboxServer]:
-    """A running test server API server with only the default namespaces; stopped afterwards."""
-    server = SandboxServer(host="127.0.0.1", port=0).start()
+def kube_sandbox(request) -> Iterator[SandboxServer]:
+    """A running test server API server with only the default namespaces; stopped afterwards.
+
+    Plain HTTP without a token (fast); a test asks for more through indirect parametrization,
+    e.g. ``@pytest.mark.parametrize("kube_sandbox", [{"tls": True, "token": "t"}],
+    indirect=True)`` (any SandboxServer keyword)."""
+    options = getattr(request, "param", {})
+    server = SandboxServer(host="127.0.0.1", port=0, **options).start()
     try:
         yield server
     finally:
@@ -194,10 +199,13 @@ def kube_sandbox() -> Iterator[SandboxServer]:
 
 
 def api_client_for(server: SandboxServer, *, retries: int | None = None) -> k8s.ApiClient:
-    """An official-client ApiClient for ``server`` (with its bearer token, if it has one)."""
+    """An official-client ApiClient for ``server`` (with its bearer token, if it has one, and
+    trusting its CA, if it serves TLS)."""
     configuration = k8s.Configuration()
     configuration.host = server.url
     configuration.retries = retries
+    if server.ca_file is not None:
+        configuration.ssl_ca_cert = str(server.ca_file)
     if server.token:
         configuration.api_key = {"authorization": f"Bearer {server.token}"}
     return k8s.ApiClient(configuration)

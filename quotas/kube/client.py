@@ -101,8 +101,19 @@ class KubeClient:
         self.timeout = timeout
 
     @classmethod
-    def for_url(cls, url: str, *, token: str | None = None, timeout: float = 15.0) -> "KubeClient":
+    def for_url(
+        cls,
+        url: str,
+        *,
+        token: str | None = None,
+        ca_file: str | None = None,
+        timeout: float = 15.0,
+    ) -> "KubeClient":
+        """A client for an API server at ``url``; an https server's certificate must chain to
+        ``ca_file`` (PEM) when given, else to the system's trusted CAs."""
         configuration = k8s.Configuration(host=url)
+        if ca_file:
+            configuration.ssl_ca_cert = ca_file
         if token:
             configuration.api_key = {"BearerToken": token}
             configuration.api_key_prefix = {"BearerToken": "Bearer"}
@@ -159,6 +170,9 @@ class KubeClient:
             )
             response.read()
         except k8s.ApiException as exc:  # raised by some transports on HTTP errors
+            if not exc.status:
+                # Status 0: no HTTP answer at all, the client's own TLS failure.
+                raise self._tls_error(str(exc.reason or ""), method, path) from None
             raise self._error(exc.status, exc.body or b"", method, path) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise KubeError(f"{method} {path}: {type(exc).__name__}: {exc}") from None
@@ -168,6 +182,15 @@ class KubeClient:
         if not response.data:
             return None
         return json.loads(response.data)
+
+    @staticmethod
+    def _tls_error(reason: str, method: str, path: str) -> KubeError:
+        text = f"{method} {path}: {' '.join(reason.split())}"[:500]
+        if "CERTIFICATE_VERIFY_FAILED" in reason:
+            # A server certificate the portal does not trust: its configuration (the CA, or
+            # the URL) needs fixing, retrying will not help.
+            return KubeConfigError(text)
+        return KubeError(text)
 
     @staticmethod
     def _error(status: int, data: bytes | str, method: str, path: str) -> KubeError:
@@ -297,6 +320,7 @@ def client_for_cluster(cluster, *, timeout: float = 15.0) -> KubeClient:
         return KubeClient.for_url(
             cluster.sandbox_url or settings.KUBE_SANDBOX_URL,
             token=sandbox_token(),
+            ca_file=sandbox_ca_file(),
             timeout=timeout,
         )
     if cluster.connection == "kubeconfig":
@@ -332,3 +356,16 @@ def sandbox_token() -> str | None:
     if not token:
         raise KubeConfigError(f"sandbox token file {path} is empty")
     return token
+
+
+def sandbox_ca_file() -> str | None:
+    """The CA certificate the sandbox API's HTTPS certificate chains to, from
+    ``KUBE_SANDBOX_CA_FILE`` (None when unset: plain HTTP, or the system's trusted CAs)."""
+    from django.conf import settings
+
+    path = settings.KUBE_SANDBOX_CA_FILE
+    if not path:
+        return None
+    if not os.path.isfile(path):
+        raise KubeConfigError(f"sandbox CA file {path} not found")
+    return path

@@ -3,6 +3,8 @@
 import json
 import os
 import signal
+import socket
+import ssl
 import stat
 import subprocess
 import sys
@@ -14,20 +16,27 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_port
+from tests.kubesandbox.test_sandbox_kubectl import kubectl_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 # A bare machine: no database or broker configured, everything under a fresh folder.
 UNSET = ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "CELERY_BROKER_FOLDER")
 
 
-def _wait_for(url: str, deadline: float, *, token: str | None = None) -> tuple[int, bytes]:
+def _wait_for(
+    url: str,
+    deadline: float,
+    *,
+    token: str | None = None,
+    context: ssl.SSLContext | None = None,
+) -> tuple[int, bytes]:
     last_error: Exception | None = None
     request = urllib.request.Request(url)
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(request, timeout=5) as response:
+            with urllib.request.urlopen(request, timeout=5, context=context) as response:
                 return response.status, response.read()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read()
@@ -50,13 +59,23 @@ def free_port_after(port: int) -> bool:
 
 
 def _port_open(port: int) -> bool:
+    """Whether anything still listens there (HTTP or HTTPS alike)."""
     try:
-        urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
-    except urllib.error.HTTPError:
-        return True
-    except (urllib.error.URLError, ConnectionError):
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
         return False
-    return True
+
+
+def _kubectl(kubeconfig: Path, *args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [kubectl_binary(), "--kubeconfig", str(kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "KUBECACHEDIR": str(home / "kube-cache"), "HOME": str(home)},
+        check=False,
+    )
 
 
 def _ports() -> tuple[int, int]:
@@ -98,27 +117,37 @@ def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
         token = token_file.read_text().strip()
         assert len(token) >= 40
+        # The sandboxes serve HTTPS with a CA made for the demo; its keys are private too.
+        tls_dir = tmp_path / "sandbox-tls"
+        for key in ("ca.key", "server.key"):
+            assert stat.S_IMODE((tls_dir / key).stat().st_mode) == 0o600
+        trusted = ssl.create_default_context(cafile=str(tls_dir / "ca.crt"))
         # Each demo cluster has its own sandbox API server.
         for port_of_cluster in (sandbox_port, sandbox_port + 1):
-            url = f"http://127.0.0.1:{port_of_cluster}/version"
-            status, body = _wait_for(url, deadline, token=token)
+            url = f"https://127.0.0.1:{port_of_cluster}/version"
+            status, body = _wait_for(url, deadline, token=token, context=trusted)
             assert status == 200 and "gitVersion" in json.loads(body)
         assert (tmp_path / "portal.sqlite3").exists()
-        namespaces = f"http://127.0.0.1:{sandbox_port}/api/v1/namespaces"
-        assert _wait_for(namespaces, deadline)[0] == 401
-        assert _wait_for(namespaces, deadline, token="not-" + token)[0] == 401
+        namespaces = f"https://127.0.0.1:{sandbox_port}/api/v1/namespaces"
+        assert _wait_for(namespaces, deadline, context=trusted)[0] == 401
+        assert _wait_for(namespaces, deadline, token="not-" + token, context=trusted)[0] == 401
+        # A client that does not trust the demo's CA is refused in the handshake.
+        with pytest.raises(urllib.error.URLError) as untrusted:
+            urllib.request.urlopen(namespaces, timeout=5)
+        assert isinstance(untrusted.value.reason, ssl.SSLCertVerificationError)
         faults = urllib.request.Request(
-            f"http://127.0.0.1:{sandbox_port}/sandbox/faults",
+            f"https://127.0.0.1:{sandbox_port}/sandbox/faults",
             data=b'{"kind": "drop"}',
             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
         )
         with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(faults, timeout=5)
+            urllib.request.urlopen(faults, timeout=5, context=trusted)
         assert refused.value.code == 403
-        # The worker pushes the demo plan to the sandbox clusters right away, with the token.
+        # The worker pushes the demo plan to the sandbox clusters right away, with the token,
+        # over TLS (the portal trusts the demo's CA).
         quota_url = f"{namespaces}/team-a-training/resourcequotas/gpu-quota"
         while True:
-            status, body = _wait_for(quota_url, deadline, token=token)
+            status, body = _wait_for(quota_url, deadline, token=token, context=trusted)
             if status == 200:
                 break
             assert time.monotonic() < deadline, "the demo plan never reached the sandbox"
@@ -128,6 +157,14 @@ def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
         # kubectl reaches the sandbox through the kubeconfig written for the demo.
         kubeconfig = tmp_path / "kubeconfig-demo.yaml"
         assert stat.S_IMODE(kubeconfig.stat().st_mode) == 0o600
+        result = _kubectl(kubeconfig, "get", "resourcequotas", "-A", home=tmp_path)
+        assert result.returncode == 0, result.stderr
+        rows = [line.split()[:2] for line in result.stdout.splitlines()[1:]]
+        assert ["team-a-training", "gpu-quota"] in rows
+        assert (
+            "namespace/team-a-training"
+            in _kubectl(kubeconfig, "get", "ns", "-o", "name", home=tmp_path).stdout.split()
+        )
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -140,7 +177,10 @@ def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
     assert code == 0, output
     assert "admin, admin2" in output  # the demo logins are printed
     assert token not in output  # but never the token
-    assert f"(token required; kubeconfig {kubeconfig})" in output
+    assert (
+        f"cluster demo: https://127.0.0.1:{sandbox_port} (token required; kubeconfig {kubeconfig})"
+        in output
+    )
     assert "Stopped." in output
     assert not _port_open(port), "web server still running after Ctrl-C"
     assert not _port_open(sandbox_port), "sandbox still running after Ctrl-C"

@@ -67,6 +67,7 @@ class Command(BaseCommand):
         env = os.environ.copy()
         env.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
         var_dir = Path(settings.VAR_DIR)
+        tls_dir = var_dir / "sandbox-tls"
         bind = f"{options['host']}:{options['port']}"
 
         commands: dict[str, list[str]] = {}
@@ -79,6 +80,13 @@ class Command(BaseCommand):
             token_file = _write_token_file(var_dir / "sandbox.token")
             env["KUBE_SANDBOX_TOKEN_FILE"] = str(token_file)
             settings.KUBE_SANDBOX_TOKEN_FILE = str(token_file)
+            # Over TLS, as kubectl sends the token to no http:// server. Made (or kept) here
+            # before any sandbox starts, so the sandboxes share one CA that the portal trusts.
+            from kubesandbox.tls import ensure_certificates
+
+            tls = ensure_certificates(tls_dir)
+            env["KUBE_SANDBOX_CA_FILE"] = str(tls.ca_cert)
+            settings.KUBE_SANDBOX_CA_FILE = str(tls.ca_cert)
         for name, port in sandboxes.items():
             commands[f"sandbox:{name}"] = [
                 python,
@@ -94,6 +102,8 @@ class Command(BaseCommand):
                 str(token_file),
                 "--kubeconfig-out",
                 str(var_dir / f"kubeconfig-{name}.yaml"),
+                "--tls-dir",
+                str(tls_dir),
             ]
         commands["web"] = [
             python,
@@ -171,7 +181,7 @@ class Command(BaseCommand):
             + "\nLogins (password 'demo'): admin, admin2 (platform admins), "
             "lead-a, lead-b, lead-c (team leads), viewer (auditor)."
             + "".join(
-                f"\nSandbox Kubernetes API of cluster {name}: http://127.0.0.1:{port}"
+                f"\nSandbox Kubernetes API of cluster {name}: https://127.0.0.1:{port}"
                 f" (token required; kubeconfig {var_dir / f'kubeconfig-{name}.yaml'})"
                 for name, port in sandboxes.items()
             )
@@ -200,9 +210,10 @@ class Command(BaseCommand):
         the schemas kept beside it; without it the portal still runs (syncs to the demo clusters
         then fail visibly instead of the whole demo)."""
         try:
+            import kubesandbox.tls  # noqa: F401 (the sandboxes serve TLS: needs cryptography)
             from kubesandbox.schemas import SchemaDirNotFound, schema_dir
-        except ImportError:
-            self.stderr.write("Not starting the sandbox clusters: kubesandbox is not installed")
+        except ImportError as exc:
+            self.stderr.write(f"Not starting the sandbox clusters: {exc}")
             return False
         try:
             schema_dir()
@@ -220,7 +231,7 @@ class Command(BaseCommand):
         clusters = Cluster.objects.filter(connection=Cluster.Connection.SANDBOX).order_by("name")
         for offset, cluster in enumerate(clusters):
             port = first_port + offset
-            url = f"http://127.0.0.1:{port}"
+            url = f"https://127.0.0.1:{port}"
             if cluster.sandbox_url != url:
                 Cluster.objects.filter(pk=cluster.pk).update(sandbox_url=url)
             ports[cluster.name] = port
@@ -228,12 +239,12 @@ class Command(BaseCommand):
 
     def _prepare_sandboxes(self) -> None:
         """Wait for the sandboxes; give YuniKorn clusters the namespace its installer makes."""
-        from quotas.kube.client import KubeClient, KubeConflict, KubeError, sandbox_token
+        from quotas.kube.client import KubeConflict, KubeError, client_for_cluster
         from quotas.models import Cluster
 
         deadline = time.monotonic() + 30
         for cluster in Cluster.objects.filter(connection=Cluster.Connection.SANDBOX):
-            kube = KubeClient.for_url(cluster.sandbox_url, token=sandbox_token(), timeout=2)
+            kube = client_for_cluster(cluster, timeout=2)
             try:
                 while True:
                     try:
