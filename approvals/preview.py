@@ -58,6 +58,7 @@ class _RollBack(Exception):
 
 def _judge(request: QuotaRequest) -> tuple[RequestCheck, dict]:
     """Inside the caller's (rolled back) transaction: the check, and the cluster changes."""
+    stale = request_base_changes(services._lines(request))  # before current_* move to now
     services._refresh_current(request)
     lines = services._lines(request)
     as_submit = request.status in _AS_ON_SUBMIT
@@ -69,7 +70,7 @@ def _judge(request: QuotaRequest) -> tuple[RequestCheck, dict]:
         findings=findings,
         policy=decision,
         lines=lines,
-        stale=request_base_changes(lines),
+        stale=stale,
     )
     return check, allocation_changes(lines)
 
