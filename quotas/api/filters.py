@@ -51,9 +51,11 @@ def moment_param(params, key: str, *, end_of_day: bool = False) -> datetime | No
     if not text:
         return None
     try:
-        value = parse_datetime(text)
-        if value is None and (day := parse_date(text)) is not None:
+        # A day alone first: fromisoformat (under parse_datetime) reads it as its midnight.
+        if (day := parse_date(text)) is not None:
             value = datetime.combine(day, time.max if end_of_day else time.min)
+        else:
+            value = parse_datetime(text)
     except ValueError:
         value = None
     if value is None:
