@@ -27,10 +27,19 @@ def requests_visible_to(user: AnyUser) -> QuerySet[QuotaRequest]:
 
 def request_preview(request: QuotaRequest) -> dict[str, list[Outcome]]:
     """Per cluster, what approving the request would change, from server-side dry runs."""
-    changes: dict[int, list[AllocationChange]] = defaultdict(list)
-    for line in request.lines.select_related("team_namespace", "resource"):
+    return lines_preview(
+        allocation_changes(request.lines.select_related("team_namespace__cluster", "resource"))
+    )
+
+
+def allocation_changes(lines) -> dict[tuple[int, str], list[AllocationChange]]:
+    """Per (cluster id, name), the allocation changes the lines' final values make. Read from
+    the lines in memory, so a caller may collect them inside a transaction it rolls back."""
+    changes: dict[tuple[int, str], list[AllocationChange]] = defaultdict(list)
+    for line in lines:
         resource = line.resource
-        changes[line.team_namespace.cluster_id].append(
+        cluster = line.team_namespace.cluster
+        changes[(cluster.pk, cluster.name)].append(
             AllocationChange(
                 namespace=line.team_namespace.name,
                 resource=resource_plan(resource),
@@ -40,14 +49,18 @@ def request_preview(request: QuotaRequest) -> dict[str, list[Outcome]]:
                 priority_classes=tuple(line.final_priority_classes),
             )
         )
-    result = {}
-    for cluster_id, cluster_changes in changes.items():
-        outcomes = cluster_preview(cluster_id=cluster_id, changes=cluster_changes)
-        name = request.lines.filter(team_namespace__cluster_id=cluster_id).values_list(
-            "team_namespace__cluster__name", flat=True
-        )[0]
-        result[name] = outcomes
-    return result
+    return changes
+
+
+def lines_preview(
+    changes: dict[tuple[int, str], list[AllocationChange]],
+) -> dict[str, list[Outcome]]:
+    """Per cluster name, the dry-run outcomes of the changes (calls the clusters: run it
+    outside any transaction)."""
+    return {
+        name: cluster_preview(cluster_id=cluster_id, changes=cluster_changes)
+        for (cluster_id, name), cluster_changes in changes.items()
+    }
 
 
 def _allocation_values(allocation: Allocation | None) -> dict:

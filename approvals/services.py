@@ -316,14 +316,17 @@ def request_revise(
     lines: Iterable[LineInput],
     justification: str | None = None,
     submit: bool = False,
+    usage_now: dict | None = None,
 ) -> QuotaRequest:
     """Replace the lines of a draft, or of a request sent back for changes.
 
     With submit, revise and submit are one transaction: a refused submit keeps the request
-    as it was before the revision.
+    as it was before the revision. A caller holding a transaction reads ``usage_now``
+    (``team_usage_now``) before it, so no cluster is called under a row lock.
     """
     _require_requester(acting_user, request)
-    usage_now = team_usage_now(request.team) if submit else None
+    if submit and usage_now is None:
+        usage_now = team_usage_now(request.team)
     with transaction.atomic():
         request = lock_request(request.pk)
         if request.status not in (S.DRAFT, S.CHANGES_REQUESTED):
@@ -608,6 +611,15 @@ def _lock_capacity(request: QuotaRequest) -> None:
     for cluster_id, resource_id in pairs:
         query |= ClusterCapacity.objects.filter(cluster_id=cluster_id, resource_id=resource_id)
     list(query.select_for_update().order_by("id").values_list("id", flat=True))
+
+
+def request_lock(*, request: QuotaRequest, for_approval: bool = False) -> QuotaRequest:
+    """The request row locked in the services' lock order (the capacity rows first when it may
+    be approved), for a caller that checks a precondition (the API's If-Match) and then calls
+    a service in the same transaction."""
+    if for_approval:
+        _lock_capacity(request)
+    return lock_request(request.pk)
 
 
 def _lock_allocations(request: QuotaRequest) -> None:

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from portal.models import ApiToken, WorkerHeartbeat
+from portal.models import ApiToken, IdempotencyKey, WorkerHeartbeat
 from portal.tokens import api_token_revoke
 
 
@@ -42,3 +42,20 @@ class ApiTokenAdmin(admin.ModelAdmin):
             api_token_revoke(token=token, acting_user=request.user, comment="revoked in the admin")
 
     actions = ["revoke"]
+
+
+@admin.register(IdempotencyKey)
+class IdempotencyKeyAdmin(admin.ModelAdmin):
+    """Read-only: which API retries were answered from a stored response. Deleting a key lets
+    a retry with it run again."""
+
+    list_display = ["key", "user", "method", "path", "state", "response_status", "created_at"]
+    list_filter = ["state", "method"]
+    search_fields = ["key", "user__username", "path"]
+    readonly_fields = [f.name for f in IdempotencyKey._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

@@ -355,3 +355,5 @@ REST_FRAMEWORK["TEST_REQUEST_DEFAULT_FORMAT"] = "json"
 # API tokens: lifetime when none is asked for, and the longest one may ask for.
 API_TOKEN_DEFAULT_DAYS = env.int("API_TOKEN_DEFAULT_DAYS", default=90)
 API_TOKEN_MAX_DAYS = env.int("API_TOKEN_MAX_DAYS", default=365)
+# How long an API Idempotency-Key is remembered (its first response replayed) after first use.
+IDEMPOTENCY_KEY_HOURS = env.int("IDEMPOTENCY_KEY_HOURS", default=24)

@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 from approvals.api.serializers import RequestSerializer
 from approvals.selectors import requests_visible_to
 from approvals.suggestions import request_from_suggestion
+from portal.api.idempotency import IdempotentMixin
 from quotas.usage.suggestion_selectors import suggestions_visible_to
 
 
@@ -17,7 +18,7 @@ class _Body(serializers.Serializer):
     submit = serializers.BooleanField(default=False)
 
 
-class SuggestionRequest(APIView):
+class SuggestionRequest(IdempotentMixin, APIView):
     def post(self, request: Request, pk: int) -> Response:
         body = _Body(data=request.data)
         body.is_valid(raise_exception=True)

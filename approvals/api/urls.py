@@ -1,15 +1,19 @@
 from django.urls import path
 
-from approvals.api import suggestions, views
+from approvals.api import preview, requests, suggestions, views
 
 urlpatterns = [
     path("requests/", views.RequestList.as_view(), name="api-requests"),
-    path("requests/<int:pk>/", views.RequestDetail.as_view(), name="api-request"),
+    path("requests/preview/", preview.DraftPreview.as_view(), name="api-requests-preview"),
+    path("requests/<int:pk>/", requests.RequestResource.as_view(), name="api-request"),
+    path(
+        "requests/<int:pk>/preview/", preview.RequestPreview.as_view(), name="api-request-preview"
+    ),
 ]
 urlpatterns += [
     path(
         f"requests/<int:pk>/{action}/",
-        views.RequestAction.as_view(),
+        requests.RequestMove.as_view(),
         {"action": action},
         name=f"api-request-{action}",
     )

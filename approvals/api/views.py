@@ -22,6 +22,7 @@ from approvals.api.serializers import (
 from approvals.models import Approval, QuotaRequest, RequestLine
 from approvals.selectors import requests_visible_to
 from approvals.validation import requests_fit_problems
+from portal.api.idempotency import IdempotentMixin
 from portal.api.pagination import ApiPagination
 from portal.errors import ValidationFailed
 from quotas.models import Resource, Team
@@ -94,7 +95,7 @@ def _line_inputs(user, lines: list[dict]) -> list[services.LineInput]:
     return inputs
 
 
-class RequestList(generics.ListCreateAPIView):
+class RequestList(IdempotentMixin, generics.ListCreateAPIView):
     """GET: ?status=&team= ; POST: create a draft, or with "submit": true create and submit
     it in one step (refused: nothing is created)."""
 

@@ -1,14 +1,27 @@
 from django.urls import path
 
-from quotas.api import suggestions, views
+from quotas.api import allocations, audit, clusters, suggestions, sync, usage, views
 
 urlpatterns = [
     path("teams/", views.TeamList.as_view(), name="api-teams"),
     path("teams/<slug:slug>/", views.TeamDetail.as_view(), name="api-team"),
+    path("namespaces/", allocations.NamespaceList.as_view(), name="api-namespaces"),
     path("allocations/", views.AllocationList.as_view(), name="api-allocations"),
+    path("allocations/<int:pk>/", allocations.AllocationDetail.as_view(), name="api-allocation"),
+    path(
+        "allocations/<int:pk>/versions/",
+        allocations.AllocationVersionList.as_view(),
+        name="api-allocation-versions",
+    ),
     path("clusters/", views.ClusterList.as_view(), name="api-clusters"),
+    path("clusters/<slug:name>/", clusters.ClusterDetail.as_view(), name="api-cluster"),
     path("plan/violations/", views.PlanViolationList.as_view(), name="api-plan-violations"),
+    path("sync-runs/", sync.SyncRunList.as_view(), name="api-sync-runs"),
+    path("sync-runs/<int:pk>/", sync.SyncRunDetail.as_view(), name="api-sync-run"),
+    path("drift/", sync.DriftList.as_view(), name="api-drift"),
+    path("audit-events/", audit.AuditEventList.as_view(), name="api-audit-events"),
     path("suggestions/", suggestions.SuggestionList.as_view(), name="api-suggestions"),
     path("suggestions/<int:pk>/", suggestions.SuggestionDetail.as_view(), name="api-suggestion"),
     path("usage/canary/", suggestions.CanaryMetrics.as_view(), name="api-usage-canary"),
+    path("usage/daily/", usage.UsageDailyList.as_view(), name="api-usage-daily"),
 ]

@@ -1,0 +1,89 @@
+"""One quota request over the API with safe updates: ``GET requests/<id>/`` with its ``ETag``,
+``PATCH`` to revise (a draft or a request sent back for changes; the lines as on create),
+``DELETE`` a draft, and the lifecycle moves, answered with the request and its new ``ETag``.
+
+``If-Match`` (optional) is honoured on revise and on the decisions (approve, reject, changes):
+a stale tag is a 412 listing what changed (see approvals/api/etags.py).
+"""
+
+from django.db import transaction
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from approvals import services
+from approvals.api.etags import request_etag, request_if_match
+from approvals.api.serializers import LineInputSerializer, RequestSerializer
+from approvals.api.views import RequestAction, RequestDetail, _line_inputs, _visible_request
+from approvals.models import JUSTIFICATION_MAX_LENGTH, QuotaRequest
+from portal.api.idempotency import IdempotentMixin
+from quotas.kube.usage import team_usage_now
+
+
+class RequestReviseSerializer(serializers.Serializer):
+    """The new lines replace the old ones (each line as on create; a per-pod max or classes left
+    out keep the allocation's); the justification is kept unless given."""
+
+    justification = serializers.CharField(
+        required=False, allow_blank=True, max_length=JUSTIFICATION_MAX_LENGTH
+    )
+    lines = LineInputSerializer(many=True, allow_empty=False)
+    submit = serializers.BooleanField(default=False)
+
+
+def with_etag(response: Response, request_id: int) -> Response:
+    response["ETag"] = request_etag(request_id)
+    return response
+
+
+def _serialized(user, pk: int) -> Response:
+    return with_etag(Response(RequestSerializer(_visible_request(user, pk)).data), pk)
+
+
+class RequestResource(IdempotentMixin, RequestDetail):
+    """GET a request (with ETag); PATCH revises it; DELETE a draft (its requester only)."""
+
+    def retrieve(self, request: Request, *args, **kwargs) -> Response:
+        qr = self.get_object()
+        return with_etag(Response(self.get_serializer(qr).data), qr.pk)
+
+    def patch(self, request: Request, pk: int) -> Response:
+        form = RequestReviseSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        qr = self.get_object()
+        lines = _line_inputs(request.user, data["lines"])
+        # Read the team's usage before any row lock: no cluster call under a lock.
+        usage_now = team_usage_now(qr.team) if data["submit"] else None
+        with transaction.atomic():
+            services.request_lock(request=qr)
+            request_if_match(request_id=qr.pk, header=request.headers.get("If-Match"))
+            services.request_revise(
+                request=qr,
+                acting_user=request.user,
+                lines=lines,
+                justification=data.get("justification"),
+                submit=data["submit"],
+                usage_now=usage_now,
+            )
+        return _serialized(request.user, qr.pk)
+
+
+class RequestMove(IdempotentMixin, RequestAction):
+    """POST requests/<id>/<action>/; the decisions honour If-Match."""
+
+    guarded = {"approve", "reject", "changes"}
+
+    def post(self, request: Request, pk: int, action: str) -> Response:
+        header = request.headers.get("If-Match")
+        if action not in self.guarded or header is None:
+            return with_etag(super().post(request, pk, action), pk)
+        form_class, service = self.actions[action]
+        form = form_class(data=request.data)
+        form.is_valid(raise_exception=True)
+        qr: QuotaRequest = _visible_request(request.user, pk)
+        with transaction.atomic():
+            services.request_lock(request=qr, for_approval=action == "approve")
+            request_if_match(request_id=pk, header=header)
+            service(qr, request.user, form.validated_data)
+        return _serialized(request.user, pk)

@@ -1,0 +1,134 @@
+"""What a request would meet, without doing it: the validation findings and the policy decision
+of a submit (or, for a submitted request, of its approval), and the cluster objects it would
+change (dry-run writes, for admins and auditors).
+
+The checks are the services' own (``_build_lines``, ``validate_lines``, ``_policy_decision``),
+run inside a transaction that is always rolled back, so a preview and a submit can never
+disagree and a preview leaves nothing behind.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from approvals import services
+from approvals.models import QuotaRequest, RequestLine
+from approvals.policy import PolicyDecision
+from approvals.selectors import allocation_changes, lines_preview, request_base_changes
+from approvals.transitions import S
+from approvals.validation import validate_lines
+from quotas.kube.client import KubeError
+from quotas.kube.plan import AllocationChange
+from quotas.kube.sync import Outcome
+from quotas.models import Team
+from quotas.roles import sees_everything
+from quotas.rules import Finding
+
+# Requests judged as on submit; the others as on approval (decided values, who must approve).
+_AS_ON_SUBMIT = (S.DRAFT, S.CHANGES_REQUESTED)
+
+
+@dataclass
+class RequestCheck:
+    """What submitting (or approving) would meet now."""
+
+    judged_as: str  # "submit" or "approve"
+    findings: list[Finding]
+    policy: PolicyDecision
+    lines: list[RequestLine]
+    # Fields of allocations changed since the lines were written (a rebase is needed first).
+    stale: list[dict]
+    # Per cluster name, the objects a sync would write; None: not asked (or not allowed).
+    clusters: dict[str, list[Outcome]] | None = None
+    cluster_error: str = ""
+    errors: list[Finding] = field(init=False)
+    warnings: list[Finding] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.errors = [f for f in self.findings if f.is_error]
+        self.warnings = [f for f in self.findings if not f.is_error]
+
+
+class _RollBack(Exception):
+    pass
+
+
+def _judge(request: QuotaRequest) -> tuple[RequestCheck, dict]:
+    """Inside the caller's (rolled back) transaction: the check, and the cluster changes."""
+    stale = request_base_changes(services._lines(request))  # before current_* move to now
+    services._refresh_current(request)
+    lines = services._lines(request)
+    as_submit = request.status in _AS_ON_SUBMIT
+    findings = validate_lines(lines, final=not as_submit, exclude_request_id=request.pk)
+    has_errors = any(f.is_error for f in findings)
+    decision = services._policy_decision(request, lines, has_errors=has_errors, auto=as_submit)
+    check = RequestCheck(
+        judged_as="submit" if as_submit else "approve",
+        findings=findings,
+        policy=decision,
+        lines=lines,
+        stale=stale,
+    )
+    return check, allocation_changes(lines)
+
+
+def _with_clusters(
+    check: RequestCheck, changes: dict[tuple[int, str], list[AllocationChange]], user: User
+) -> RequestCheck:
+    if not sees_everything(user):
+        return check
+    try:
+        check.clusters = lines_preview(changes)
+    except KubeError as exc:
+        check.clusters = {}
+        check.cluster_error = f"cluster unreachable: {exc}"
+    return check
+
+
+def request_check(*, request: QuotaRequest, acting_user: User) -> RequestCheck:
+    """A saved request (visible to ``acting_user``): what submitting it now would meet (a draft
+    or one sent back for changes), or approving it (any other)."""
+    result: list = []
+    try:
+        with transaction.atomic():
+            result[:] = _judge(QuotaRequest.objects.get(pk=request.pk))
+            raise _RollBack
+    except _RollBack:
+        pass
+    check, changes = result
+    return _with_clusters(check, changes, acting_user)
+
+
+def request_draft_check(
+    *,
+    team: Team,
+    acting_user: User,
+    justification: str,
+    lines: Iterable[services.LineInput],
+    kind: str = QuotaRequest.Kind.PERMANENT,
+    starts_at: datetime | None = None,
+    ends_at: datetime | None = None,
+) -> RequestCheck:
+    """An unsaved request: refused as ``request_create`` would refuse it (who, dates, lines),
+    else what submitting it would meet. Nothing is kept."""
+    result: list = []
+    try:
+        with transaction.atomic():
+            draft = services.request_create(
+                team=team,
+                acting_user=acting_user,
+                justification=justification,
+                lines=lines,
+                kind=kind,
+                starts_at=starts_at,
+                ends_at=ends_at,
+            )
+            result[:] = _judge(draft)
+            raise _RollBack
+    except _RollBack:
+        pass
+    check, changes = result
+    return _with_clusters(check, changes, acting_user)

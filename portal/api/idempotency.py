@@ -1,0 +1,212 @@
+"""Safe retries: the ``Idempotency-Key`` header on every POST, PATCH, PUT and DELETE of the API.
+
+A client that did not get an answer (a timeout, a dropped connection) sends the same request
+again with the same key. The first request with a key (per user) claims it by inserting a row
+under a unique (user, key) constraint, does the work and stores its answer; a later request with
+that key and the same method, path and body gets the stored answer (status, body, ``ETag`` and
+``Location``, plus ``Idempotent-Replayed: true``) and does nothing. The same key with another
+method, path or body is a 422.
+
+Two requests racing with one key: the insert lets exactly one through. The other waits up to
+``WAIT_SECONDS`` for the first to finish and then replays its answer; if the first is still at
+work it gets a 409 (``extra.code == "idempotency_in_progress"``, ``Retry-After``) and retries.
+
+Only successful answers (2xx) are kept. A refusal changed nothing (every service is one
+transaction), so its key is released and a retry runs the request again: a request refused as
+stale can be fixed and retried with the same key. Keys expire ``IDEMPOTENCY_KEY_HOURS`` after
+first use; an expired key is as good as new.
+"""
+
+import hashlib
+import json
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.http.request import RawPostDataException
+from django.utils import timezone
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from portal.errors import ApplicationError, NotAllowed, ValidationFailed
+from portal.models import IdempotencyKey
+
+HEADER = "Idempotency-Key"
+METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+MAX_KEY_LENGTH = 255
+# How long a request waits for another one holding the same key before it gets a 409.
+WAIT_SECONDS = 10.0
+POLL_SECONDS = 0.05
+# Response headers replayed with the stored body.
+KEPT_HEADERS = ("ETag", "Location")
+
+
+class IdempotencyKeyReused(ApplicationError):
+    """The key was first used for another request (method, path or body)."""
+
+    status_code = 422
+
+
+class IdempotencyInProgress(NotAllowed):
+    """Another request with this key is still running."""
+
+
+def request_fingerprint(*, method: str, path: str, body: bytes) -> str:
+    """sha256 of method, path and body; a JSON body counts by its content, so key order and
+    white space do not make it another body."""
+    try:
+        canonical = json.dumps(
+            json.loads(body.decode("utf-8")) if body else None,
+            sort_keys=True,
+            separators=(",", ":"),
+        ).encode()
+    except (ValueError, UnicodeError, RecursionError):
+        canonical = body
+    digest = hashlib.sha256()
+    for part in (method.encode(), path.encode(), canonical):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return digest.hexdigest()
+
+
+def _check_key(key: str) -> str:
+    if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable() or not key.isascii():
+        raise ValidationFailed(
+            f"{HEADER}: give 1 to {MAX_KEY_LENGTH} printable ASCII characters (a UUID is best)",
+            field=HEADER,
+            extra={"code": "invalid_idempotency_key"},
+        )
+    return key
+
+
+def idempotency_claim(
+    *, user, key: str, method: str, path: str, fingerprint: str
+) -> tuple[IdempotencyKey, bool]:
+    """The key's row and whether this request owns it (True: do the work, then
+    ``idempotency_complete`` or ``idempotency_release``; False: replay the row's answer).
+
+    Runs in autocommit (never inside a transaction), so the claim is visible to other requests
+    at once."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        now = timezone.now()
+        IdempotencyKey.objects.filter(user=user, key=key, expires_at__lte=now).delete()
+        try:
+            with transaction.atomic():
+                row = IdempotencyKey.objects.create(
+                    user=user,
+                    key=key,
+                    fingerprint=fingerprint,
+                    method=method,
+                    path=path[:500],
+                    expires_at=now + timedelta(hours=settings.IDEMPOTENCY_KEY_HOURS),
+                )
+            return row, True
+        except IntegrityError:
+            row = IdempotencyKey.objects.filter(user=user, key=key).first()
+        if row is None:
+            continue  # released or expired meanwhile: claim it again
+        if row.fingerprint != fingerprint:
+            raise IdempotencyKeyReused(
+                f"{HEADER}: key {key!r} was used for another request ({row.method} {row.path} "
+                f"with another body at {row.created_at:%Y-%m-%d %H:%M:%S} UTC); "
+                "use a new key for a new request",
+                field=HEADER,
+                extra={"code": "idempotency_key_reused"},
+            )
+        if row.state == IdempotencyKey.State.DONE:
+            return row, False
+        if time.monotonic() >= deadline:
+            raise IdempotencyInProgress(
+                f"{HEADER}: a request with key {key!r} is still in progress; retry later",
+                field=HEADER,
+                extra={"code": "idempotency_in_progress", "retry_after": 1},
+            )
+        time.sleep(POLL_SECONDS)
+
+
+def idempotency_complete(*, row: IdempotencyKey, response: Response) -> None:
+    headers = {name: response[name] for name in KEPT_HEADERS if response.has_header(name)}
+    IdempotencyKey.objects.filter(pk=row.pk).update(
+        state=IdempotencyKey.State.DONE,
+        response_status=response.status_code,
+        response_body=response.data,
+        response_headers=headers,
+    )
+
+
+def idempotency_release(*, row: IdempotencyKey) -> None:
+    IdempotencyKey.objects.filter(pk=row.pk, state=IdempotencyKey.State.IN_PROGRESS).delete()
+
+
+def replayed_response(row: IdempotencyKey) -> Response:
+    response = Response(row.response_body, status=row.response_status)
+    for name, value in row.response_headers.items():
+        response[name] = value
+    response["Idempotent-Replayed"] = "true"
+    return response
+
+
+class _Replay(Exception):
+    def __init__(self, row: IdempotencyKey):
+        self.row = row
+
+
+class IdempotentMixin:
+    """For every API view: honours ``Idempotency-Key`` on POST, PUT, PATCH and DELETE.
+
+    Hooks in after authentication, permissions and throttles (``initial``), so a key belongs to
+    the authenticated user, and stores the answer in ``finalize_response``."""
+
+    _idempotency_row: IdempotencyKey | None = None
+
+    def initial(self, request: Request, *args, **kwargs) -> None:
+        self._idempotency_row = None
+        super().initial(request, *args, **kwargs)
+        key = request.headers.get(HEADER)
+        if key is None or request.method not in METHODS or not request.user.is_authenticated:
+            return
+        key = _check_key(key.strip())
+        try:
+            body = request._request.body  # read before the parser; kept for it in memory
+        except RawPostDataException:  # a multipart body, read already: refused by the parser
+            body = b""
+        fingerprint = request_fingerprint(
+            method=request.method, path=request.get_full_path(), body=body
+        )
+        row, owned = idempotency_claim(
+            user=request.user,
+            key=key,
+            method=request.method,
+            path=request.get_full_path(),
+            fingerprint=fingerprint,
+        )
+        if not owned:
+            raise _Replay(row)
+        self._idempotency_row = row
+
+    def handle_exception(self, exc: Exception) -> Response:
+        if isinstance(exc, _Replay):
+            return replayed_response(exc.row)
+        try:
+            response = super().handle_exception(exc)
+        except Exception:
+            # Not an answer but a crash: nothing is stored, a retry runs it again.
+            if self._idempotency_row is not None:
+                idempotency_release(row=self._idempotency_row)
+                self._idempotency_row = None
+            raise
+        if isinstance(exc, IdempotencyInProgress):
+            response["Retry-After"] = str(exc.extra["retry_after"])
+        return response
+
+    def finalize_response(self, request: Request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        row, self._idempotency_row = self._idempotency_row, None
+        if row is not None:
+            if 200 <= response.status_code < 300 and isinstance(response, Response):
+                idempotency_complete(row=row, response=response)
+            else:
+                idempotency_release(row=row)
+        return response

@@ -1,0 +1,205 @@
+"""Safe retries: Idempotency-Key on API writes. The same key and body replay the first answer
+and do nothing twice; another body is a 422; two clients racing with one key make one effect."""
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection, connections
+from django.utils import timezone
+
+from approvals import services
+from approvals.models import QuotaRequest
+from portal.api import idempotency
+from portal.models import IdempotencyKey
+from quotas.models import AuditEvent
+from tests.approvals.test_api import as_user, body
+
+pytestmark = pytest.mark.django_db
+
+
+def create(client, key: str, data: dict | None = None):
+    return client.post("/api/v1/requests/", data or body(), format="json", HTTP_IDEMPOTENCY_KEY=key)
+
+
+def test_same_key_same_body_replays_the_first_answer(plan, lead_c, strict_policy):
+    client = as_user(lead_c)
+    first = create(client, "k-1")
+    assert first.status_code == 201
+    count = QuotaRequest.objects.count()
+    again = create(client, "k-1")
+    assert again.status_code == 201
+    assert again.json() == first.json()
+    assert again["Idempotent-Replayed"] == "true"
+    assert QuotaRequest.objects.count() == count
+    # Key order and spacing do not make another body.
+    reordered = client.post(
+        "/api/v1/requests/",
+        data='{"submit": true, ' + __import__("json").dumps(body())[1:],
+        content_type="application/json",
+        HTTP_IDEMPOTENCY_KEY="k-1",
+    )
+    assert reordered.status_code == 201 and reordered.json()["id"] == first.json()["id"]
+
+
+def test_same_key_other_body_is_a_422(plan, lead_c, strict_policy):
+    client = as_user(lead_c)
+    assert create(client, "k-2").status_code == 201
+    other = create(client, "k-2", body("2", "5"))
+    assert other.status_code == 422
+    error = other.json()
+    assert set(error) == {"message", "extra"}
+    assert error["extra"]["code"] == "idempotency_key_reused"
+    assert error["extra"]["field"] == "Idempotency-Key"
+    # Another endpoint with the same key is another request too.
+    elsewhere = client.post(
+        "/api/v1/requests/preview/", body(), format="json", HTTP_IDEMPOTENCY_KEY="k-2"
+    )
+    assert elsewhere.status_code == 422
+
+
+def test_keys_are_per_user(plan, lead_c, admin, strict_policy):
+    data = body()
+    mine = create(as_user(lead_c), "shared", data)
+    theirs = create(as_user(admin), "shared", data)
+    assert mine.status_code == theirs.status_code == 201
+    assert mine.json()["id"] != theirs.json()["id"]
+
+
+def test_an_expired_key_is_as_good_as_new(plan, lead_c, strict_policy):
+    client = as_user(lead_c)
+    first = create(client, "k-3").json()
+    IdempotencyKey.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    second = create(client, "k-3").json()
+    assert second["id"] != first["id"]
+
+
+def test_the_key_lives_as_configured(plan, lead_c, strict_policy, settings):
+    settings.IDEMPOTENCY_KEY_HOURS = 5
+    create(as_user(lead_c), "k-4")
+    row = IdempotencyKey.objects.get(key="k-4")
+    assert timedelta(hours=4, minutes=59) < row.expires_at - row.created_at <= timedelta(hours=5)
+
+
+def test_a_refusal_is_not_kept_and_a_retry_runs_again(plan, lead_c, strict_policy):
+    client = as_user(lead_c)
+    refused = create(client, "k-5", body("3", "10"))  # cap above the 50% rule
+    assert refused.status_code == 400
+    assert not IdempotencyKey.objects.filter(key="k-5").exists()
+    assert create(client, "k-5", body("3", "10")).status_code == 400
+
+
+def test_a_lifecycle_move_is_done_once(plan, lead_c, admin, strict_policy):
+    created = as_user(lead_c).post("/api/v1/requests/", body(), format="json").json()
+    client = as_user(admin)
+    url = f"/api/v1/requests/{created['id']}/reject/"
+    first = client.post(url, {"comment": "no"}, format="json", HTTP_IDEMPOTENCY_KEY="r-1")
+    second = client.post(url, {"comment": "no"}, format="json", HTTP_IDEMPOTENCY_KEY="r-1")
+    assert first.status_code == second.status_code == 200
+    assert second.json() == first.json() and second["ETag"] == first["ETag"]
+    rejected = AuditEvent.objects.filter(action="request.rejected", target_id=str(created["id"]))
+    assert rejected.count() == 1
+    # Without the key, the same move again is refused: it was really done once.
+    assert client.post(url, {"comment": "no"}, format="json").status_code == 409
+
+
+def test_delete_with_a_key_answers_the_same_twice(plan, lead_c, strict_policy):
+    client = as_user(lead_c)
+    draft = client.post("/api/v1/requests/", body(submit=False), format="json").json()
+    url = f"/api/v1/requests/{draft['id']}/"
+    assert client.delete(url, HTTP_IDEMPOTENCY_KEY="d-1").status_code == 204
+    assert client.delete(url, HTTP_IDEMPOTENCY_KEY="d-1").status_code == 204
+    assert client.delete(url).status_code == 404
+
+
+def test_a_bad_key_is_a_400_naming_the_header(plan, lead_c):
+    response = create(as_user(lead_c), "x" * 256)
+    assert response.status_code == 400
+    assert response.json()["extra"]["field"] == "Idempotency-Key"
+
+
+def test_every_api_write_takes_the_key():
+    from tests.portal.test_hostile_input import API, view_methods
+
+    writes = [
+        (name, callback.cls)
+        for _, name, callback, _ in API
+        if view_methods(callback) & {"POST", "PUT", "PATCH", "DELETE"}
+    ]
+    assert writes
+    for name, cls in writes:
+        assert issubclass(cls, idempotency.IdempotentMixin), f"{name}: add IdempotentMixin"
+
+
+# --- two clients racing with one key (PostgreSQL: real row locks and a real constraint) ------
+
+
+def _slow_create(monkeypatch, seconds: float) -> list:
+    calls = []
+    real = services.request_create
+
+    def slow(**kwargs):
+        calls.append(1)
+        time.sleep(seconds)
+        return real(**kwargs)
+
+    monkeypatch.setattr(services, "request_create", slow)
+    return calls
+
+
+def _race(clients, key: str) -> list:
+    barrier = threading.Barrier(len(clients))
+    answers = [None] * len(clients)
+
+    def run(index, client):
+        try:
+            barrier.wait()
+            answers[index] = create(client, key)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return answers
+
+
+postgres_only = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="races need PostgreSQL (SQLite locks the file)"
+)
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_two_clients_racing_with_one_key_make_one_request(plan, lead_c, strict_policy, monkeypatch):
+    calls = _slow_create(monkeypatch, 0.5)  # the second arrives while the first works
+    token_clients = [as_user(lead_c), as_user(lead_c)]  # two tokens, one user
+    answers = _race(token_clients, "race-1")
+    assert [a.status_code for a in answers] == [201, 201]
+    assert answers[0].json()["id"] == answers[1].json()["id"]
+    assert len(calls) == 1
+    assert QuotaRequest.objects.count() == 1
+    assert sorted(a.get("Idempotent-Replayed", "") for a in answers) == ["", "true"]
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_key_still_in_progress_is_a_409_with_retry_after(
+    plan, lead_c, strict_policy, monkeypatch
+):
+    monkeypatch.setattr(idempotency, "WAIT_SECONDS", 0.2)
+    calls = _slow_create(monkeypatch, 1.5)
+    answers = _race([as_user(lead_c), as_user(lead_c)], "race-2")
+    statuses = sorted(a.status_code for a in answers)
+    assert statuses == [201, 409]
+    busy = next(a for a in answers if a.status_code == 409)
+    assert busy.json()["extra"]["code"] == "idempotency_in_progress"
+    assert busy["Retry-After"] == "1"
+    assert len(calls) == 1
+    assert QuotaRequest.objects.count() == 1
+    # Once the first is done, the retry replays its answer.
+    again = create(as_user(lead_c), "race-2")
+    assert again.status_code == 201 and again["Idempotent-Replayed"] == "true"
