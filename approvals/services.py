@@ -325,9 +325,26 @@ def request_revise(
     (``team_usage_now``) before it, so no cluster is called under a row lock.
     """
     _require_requester(acting_user, request)
+    lines = list(lines)
     if submit and usage_now is None:
         usage_now = team_usage_now(request.team)
     with transaction.atomic():
+        if submit:
+            # The lock order of every decision: capacity rows (of the old lines and the new
+            # ones) before the request row, or a revise-and-submit and an approval deadlock.
+            namespace_clusters = dict(
+                TeamNamespace.objects.filter(
+                    pk__in={line.team_namespace_id for line in lines}
+                ).values_list("pk", "cluster_id")
+            )
+            _lock_capacity_pairs(
+                set(request.lines.values_list("team_namespace__cluster_id", "resource_id"))
+                | {
+                    (namespace_clusters[line.team_namespace_id], line.resource_id)
+                    for line in lines
+                    if line.team_namespace_id in namespace_clusters
+                }
+            )
         request = lock_request(request.pk)
         if request.status not in (S.DRAFT, S.CHANGES_REQUESTED):
             check_transition(request, S.SUBMITTED)  # raises the clear not-allowed error
@@ -604,11 +621,17 @@ def _lock_capacity(request: QuotaRequest) -> None:
     Every path that changes allocations of a request locks these before the request row,
     so two admins approving competing requests serialize instead of both seeing free GPUs.
     """
-    pairs = list(request.lines.values_list("team_namespace__cluster_id", "resource_id").distinct())
+    _lock_capacity_pairs(
+        set(request.lines.values_list("team_namespace__cluster_id", "resource_id"))
+    )
+
+
+def _lock_capacity_pairs(pairs: set[tuple[int, int]]) -> None:
+    """Lock the capacity rows of (cluster id, resource id) pairs, in id order."""
     if not pairs:
         return
     query = ClusterCapacity.objects.none()
-    for cluster_id, resource_id in pairs:
+    for cluster_id, resource_id in sorted(pairs):
         query |= ClusterCapacity.objects.filter(cluster_id=cluster_id, resource_id=resource_id)
     list(query.select_for_update().order_by("id").values_list("id", flat=True))
 

@@ -16,7 +16,10 @@ from django.utils import timezone
 
 from approvals.models import QuotaRequest
 from approvals.services import (
+    LineInput,
     request_approve,
+    request_changes,
+    request_revise,
     request_submit,
     request_withdraw,
     requests_expire_due,
@@ -330,3 +333,29 @@ def test_revoking_a_grant_vs_its_start(round_, plan, lead_c, gpu, admin, admin2,
         assert (allocation.guarantee, allocation.version) == (4, 2)
     trail = actions(grant)
     assert trail.count("request.revoked") + trail.count("request.applying") == 1, trail
+
+
+@pytest.mark.parametrize("round_", ROUNDS)
+def test_revise_and_submit_vs_an_approve_of_the_same_request(
+    round_, plan, lead_c, gpu, admin, strict_policy
+):
+    # Sent back for changes; the lead revises and submits while an admin, on a stale page,
+    # approves it. Both take the capacity rows before the request row: no deadlock, one story.
+    request = request_submit(
+        request=new_request(lead_c, plan["team-c"], gpu, 3, 4), acting_user=lead_c
+    )
+    request_changes(request=request, acting_user=admin, comment="ask for 3/5")
+    line = LineInput(team_namespace_id=plan["team-c"].pk, resource_id=gpu.pk, guarantee=3, cap=5)
+    outcomes = race(
+        lambda: request_revise(request=request, acting_user=lead_c, lines=[line], submit=True),
+        lambda: request_approve(request=request, acting_user=admin),
+    )
+    assert outcomes[0] == "ok", outcomes
+    request.refresh_from_db()
+    if outcomes[1] == "ok":  # the approval came after the submit: it approved the revision
+        assert request.status == S.APPLYING
+        assert Allocation.objects.get(team_namespace=plan["team-c"]).cap == 5
+    else:
+        assert outcomes[1] == "NotAllowed", outcomes
+        assert request.status == S.SUBMITTED
+    assert_audit_matches(request)
