@@ -17,10 +17,10 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from approvals.filtersets import RequestFilterSet
 from approvals.forms import (
     ApproveForm,
     CommentForm,
-    RequestFilterForm,
     RequestForm,
     filled_line_forms,
     line_formset,
@@ -53,7 +53,7 @@ from quotas.models import (
     TeamNamespace,
 )
 from quotas.roles import is_platform_admin, sees_everything
-from quotas.selectors import teams_led_by, teams_visible_to
+from quotas.selectors import teams_led_by
 
 S = QuotaRequest.Status
 LINE_FIELD = re.compile(r"^(?:lines|decisions)\[(\d+)\](?:\.(\w+))?")
@@ -78,7 +78,6 @@ def _lines(request: QuotaRequest) -> list[RequestLine]:
 @login_required
 def request_list(request: HttpRequest) -> HttpResponse:
     user = request.user
-    filters = RequestFilterForm(request.GET or None, teams=teams_visible_to(user))
     rows = (
         requests_visible_to(user)
         .select_related("team", "requested_by")
@@ -91,18 +90,10 @@ def request_list(request: HttpRequest) -> HttpResponse:
         .annotate(approvals_given=Count("approvals", distinct=True))
         .order_by("-created_at", "-id")
     )
-    if filters.is_valid():
-        if filters.cleaned_data["status"]:
-            rows = rows.filter(status=filters.cleaned_data["status"])
-        if filters.cleaned_data["team"]:
-            rows = rows.filter(team=filters.cleaned_data["team"])
-        if filters.cleaned_data["waiting"] and is_platform_admin(user):
-            rows = (
-                rows.filter(status=S.SUBMITTED)
-                .exclude(requested_by=user)
-                .exclude(approvals__admin=user)
-            )
-    page = Paginator(rows, 50).get_page(request.GET.get("page"))
+    # The same FilterSet as GET /api/v1/requests/: a bad value is a form error and a 400.
+    filters = RequestFilterSet(request.GET or None, queryset=rows, request=request)
+    errors = filters.filter_errors()
+    page = Paginator(filters.qs, 50).get_page(request.GET.get("page"))
     # The same answer the API and the approval give: waiting requests that no longer fit.
     problems = requests_fit_problems([qr for qr in page if qr.status == S.SUBMITTED])
     for qr in page:
@@ -113,11 +104,13 @@ def request_list(request: HttpRequest) -> HttpResponse:
         request,
         "approvals/request_list.html",
         {
-            "filters": filters,
+            "filters": filters.form,
+            "filter_errors": errors,
             "page": page,
             "query": query.urlencode(),
             "may_request": is_platform_admin(user) or teams_led_by(user).exists(),
         },
+        status=400 if errors else 200,
     )
 
 

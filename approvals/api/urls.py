@@ -7,13 +7,8 @@ urlpatterns = [
     path("requests/<int:pk>/", views.RequestDetail.as_view(), name="api-request"),
 ]
 urlpatterns += [
-    path(
-        f"requests/<int:pk>/{action}/",
-        views.RequestAction.as_view(),
-        {"action": action},
-        name=f"api-request-{action}",
-    )
-    for action in views.RequestAction.actions
+    path(f"requests/<int:pk>/{action}/", view.as_view(), name=f"api-request-{action}")
+    for action, view in views.ACTION_VIEWS.items()
 ]
 urlpatterns += [
     path(

@@ -2,7 +2,10 @@
 
 from django.urls import include, path
 
+from portal.api.views import ApiRoot
+
 urlpatterns = [
+    path("", ApiRoot.as_view(), name="api-root"),
     path("", include("quotas.api.urls")),
     path("", include("approvals.api.urls")),
 ]
