@@ -27,9 +27,15 @@ from approvals.forms import (
     line_initial,
 )
 from approvals.models import QuotaRequest, RequestLine
-from approvals.selectors import request_base_changes, request_preview, requests_visible_to
+from approvals.selectors import (
+    EDITABLE,
+    request_actions_for,
+    request_base_changes,
+    request_may,
+    request_preview,
+    requests_visible_to,
+)
 from approvals.services import (
-    REBASABLE,
     request_approve,
     request_changes,
     request_create,
@@ -57,8 +63,6 @@ from quotas.selectors import teams_led_by
 
 S = QuotaRequest.Status
 LINE_FIELD = re.compile(r"^(?:lines|decisions)\[(\d+)\](?:\.(\w+))?")
-EDITABLE = (S.DRAFT, S.CHANGES_REQUESTED)
-WITHDRAWABLE = (S.DRAFT, S.SUBMITTED, S.CHANGES_REQUESTED, S.APPROVED)
 
 
 def _visible_request(user, pk: int) -> QuotaRequest:
@@ -307,6 +311,13 @@ def request_new(request: HttpRequest) -> HttpResponse:
 def request_edit(request: HttpRequest, pk: int) -> HttpResponse:
     draft = _visible_request(request.user, pk)
     teams = Team.objects.filter(pk=draft.team_id)
+    if not request_may(request.user, draft, "edit"):
+        return render(
+            request,
+            "approvals/refused.html",
+            {"message": f"Only the requester or a lead of {draft.team.slug} edits this request."},
+            status=403,
+        )
     if draft.status not in EDITABLE:
         messages.error(request, f"Request #{draft.pk} is {draft.get_status_display()}.")
         return redirect("requests-detail", pk=draft.pk)
@@ -379,20 +390,13 @@ def _render_detail(
     for line in lines:
         line.errors = (line_errors or {}).get(line.pk, [])
     approvals = list(qr.approvals.select_related("admin").order_by("created_at"))
-    is_requester = qr.requested_by_id == user.pk
-    leads_team = teams_led_by(user).filter(pk=qr.team_id).exists()
-    admin = is_platform_admin(user)
-    may_decide = (
-        admin
-        and not is_requester
-        and qr.status == S.SUBMITTED
-        and not any(a.admin_id == user.pk for a in approvals)
-    )
+    # The same answer the services enforce (approvals.selectors.request_may).
+    allowed = request_actions_for(user, qr)
+    may_decide = "decide" in allowed and not any(a.admin_id == user.pk for a in approvals)
     plan_problems = []
     if qr.status == S.SUBMITTED:
         plan_problems = [f.message for f in requests_fit_problems([qr])[qr.pk]]
-    is_admin_or_requester = admin or is_requester
-    stale = request_base_changes(lines) if qr.status in REBASABLE else []
+    stale = request_base_changes(lines) if "rebase" in allowed else []
     approve_form = approve_form or ApproveForm(lines=lines)
     approve_form.lines = lines
     for line in lines:
@@ -413,12 +417,12 @@ def _render_detail(
             "usage": _usage_rows(qr.usage_snapshot or {}),
             "snapshot_taken_at": (qr.usage_snapshot or {}).get("taken_at"),
             "errors": list(errors),
-            "may_edit": qr.status in EDITABLE and (is_requester or leads_team),
-            "may_submit": qr.status in EDITABLE and (is_requester or leads_team),
-            "may_withdraw": qr.status in WITHDRAWABLE and is_requester,
-            "may_delete": qr.status == S.DRAFT and is_requester,
-            "may_rebase": bool(stale) and (is_admin_or_requester or leads_team),
-            "may_revoke": qr.status == S.APPROVED and admin,
+            "may_edit": "edit" in allowed,
+            "may_submit": "submit" in allowed,
+            "may_withdraw": "withdraw" in allowed,
+            "may_delete": "delete" in allowed,
+            "may_rebase": bool(stale),
+            "may_revoke": "revoke" in allowed,
             "stale": stale,
             "may_decide": may_decide,
             "plan_problems": plan_problems,
