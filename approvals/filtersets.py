@@ -12,7 +12,8 @@ S = QuotaRequest.Status
 
 
 class RequestFilterSet(PortalFilterSet):
-    """?status=&team=&cluster=&kind=&created_after=&created_before=&waiting=, all optional."""
+    """?status=&team=&cluster=&kind=&created_after=&created_before=&waiting=, all optional
+    (a request's age: created_after/created_before, days)."""
 
     status = django_filters.ChoiceFilter(
         choices=S.choices,
@@ -28,11 +29,19 @@ class RequestFilterSet(PortalFilterSet):
         help_text="Permanent change or temporary grant.",
         error_messages=one_of(QuotaRequest.Kind.choices),
     )
-    created = django_filters.DateFromToRangeFilter(
+    created_after = django_filters.DateFilter(
         field_name="created_at",
-        label="created",
-        help_text="Created on or after `created_after`, on or before `created_before` "
-        "(days, YYYY-MM-DD).",
+        lookup_expr="date__gte",
+        label="created from",
+        help_text="Created on or after this day (YYYY-MM-DD, the portal's time zone).",
+        error_messages={"invalid": "give a day as YYYY-MM-DD"},
+    )
+    created_before = django_filters.DateFilter(
+        field_name="created_at",
+        lookup_expr="date__lte",
+        label="created to",
+        help_text="Created on or before this day (YYYY-MM-DD, the portal's time zone).",
+        error_messages={"invalid": "give a day as YYYY-MM-DD"},
     )
     waiting = StrictBooleanFilter(
         method="filter_waiting",
@@ -43,7 +52,7 @@ class RequestFilterSet(PortalFilterSet):
 
     class Meta:
         model = QuotaRequest
-        fields = ["status", "team", "cluster", "kind", "created", "waiting"]
+        fields = ["status", "team", "cluster", "kind", "created_after", "created_before", "waiting"]
 
     def filter_queryset(self, queryset):
         queryset = super().filter_queryset(queryset)

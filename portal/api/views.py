@@ -34,9 +34,9 @@ def api_endpoints() -> list[dict]:
         if view is None:
             continue
         methods = [m.upper() for m in view.http_method_names if m != "options" and hasattr(view, m)]
-        found.append(
-            {"path": "/" + _CONVERTER.sub(r"{\1}", route), "name": pattern.name, "methods": methods}
-        )
+        # As in the schema: a primary key is {id}.
+        path = "/" + _CONVERTER.sub(lambda m: "{id}" if m[1] == "pk" else f"{{{m[1]}}}", route)
+        found.append({"path": path, "name": pattern.name, "methods": methods})
     return found
 
 
