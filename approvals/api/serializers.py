@@ -99,7 +99,7 @@ class RequestLineSerializer(serializers.ModelSerializer):
 class RequestSerializer(serializers.ModelSerializer):
     team = serializers.CharField(source="team.slug")
     requested_by = serializers.CharField(source="requested_by.username")
-    decided_by = serializers.CharField(source="decided_by.username", default=None)
+    decided_by = serializers.CharField(source="decided_by.username", default=None, allow_null=True)
     lines = RequestLineSerializer(many=True)
     approvals = ApprovalSerializer(many=True)
     fits_plan = serializers.SerializerMethodField()

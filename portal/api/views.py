@@ -2,7 +2,9 @@
 
 import re
 
+from django.http import JsonResponse
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema, inline_serializer
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework import permissions, serializers
@@ -38,6 +40,19 @@ def api_endpoints() -> list[dict]:
         path = "/" + _CONVERTER.sub(lambda m: "{id}" if m[1] == "pk" else f"{{{m[1]}}}", route)
         found.append({"path": path, "name": pattern.name, "methods": methods})
     return found
+
+
+@csrf_exempt  # it changes nothing; CSRF's HTML 403 would hide the JSON 404 from writes
+def api_not_found(request, unmatched: str = "") -> JsonResponse:
+    """Any other path under /api/v1/: a 404 in the API's shape, not Django's HTML page (an id
+    the URL does not take, such as -1, never reaches a view)."""
+    return JsonResponse(
+        {
+            "message": f"no API endpoint at {request.path}; GET /api/v1/ lists them",
+            "extra": {"code": "not_found"},
+        },
+        status=404,
+    )
 
 
 class ApiEndpointSerializer(serializers.Serializer):

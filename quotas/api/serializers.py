@@ -36,7 +36,7 @@ class TeamNamespaceSerializer(serializers.ModelSerializer):
 
 
 class TeamSerializer(serializers.ModelSerializer):
-    parent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    parent = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     namespaces = TeamNamespaceSerializer(many=True, read_only=True)
 
     class Meta:

@@ -27,6 +27,14 @@ from quotas.usage.canary import canary_metrics
 from quotas.usage.suggestion_selectors import suggestions_list, suggestions_visible_to
 
 
+@extend_schema_field({"type": "string", "pattern": r"^[0-9]{4}-[0-9]{2}$", "example": "2025-06"})
+class MonthField(serializers.DateField):
+    """A month as YYYY-MM."""
+
+    def __init__(self, **kwargs):
+        super().__init__(format="%Y-%m", **kwargs)
+
+
 class GuaranteeCapSerializer(serializers.Serializer):
     guarantee = AmountField()
     cap = AmountField()
@@ -37,7 +45,7 @@ class SuggestionSerializer(serializers.ModelSerializer):
     team = serializers.CharField(source="team_namespace.team.slug")
     namespace = serializers.CharField(source="team_namespace.name")
     resource = serializers.CharField(source="resource.name")
-    month = serializers.DateField(format="%Y-%m")
+    month = MonthField()
     current = serializers.SerializerMethodField()
     suggested = serializers.SerializerMethodField()
 

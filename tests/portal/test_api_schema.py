@@ -256,3 +256,16 @@ def test_allocation_and_team_filters(plan, admin, lead_c):
     refused = api.get("/api/v1/teams/", {"cluster": "nowhere"})
     assert refused.json()["message"] == "cluster: no cluster named 'nowhere'"
     assert as_user(lead_c).get("/api/v1/teams/", {"parent": "team-a"}).status_code == 400
+
+
+def test_a_path_no_endpoint_takes_is_a_json_404(plan, admin):
+    # Found by the fuzzing: an id the URL does not take (-1) fell through to Django's HTML 404,
+    # and a DELETE there to CSRF's HTML 403.
+    api = as_user(admin)
+    for method, path in [("get", "/api/v1/requests/-1/"), ("delete", "/api/v1/nothing/")]:
+        response = getattr(api, method)(path)
+        assert response.status_code == 404
+        assert response.json() == {
+            "message": f"no API endpoint at {path}; GET /api/v1/ lists them",
+            "extra": {"code": "not_found"},
+        }
