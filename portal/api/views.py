@@ -68,6 +68,7 @@ class ApiRoot(APIView):
 
     @extend_schema(
         summary="List the API's endpoints",
+        tags=["api"],
         responses=inline_serializer(
             "ApiRoot",
             {
