@@ -10,6 +10,7 @@ import django_filters
 from django import forms
 from django.core.validators import RegexValidator
 from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema_field
 
 from portal.errors import ValidationFailed
 from portal.filtersets import PortalFilterSet
@@ -119,6 +120,14 @@ class MonthField(forms.CharField):
             ) from None
 
 
+@extend_schema_field(
+    {
+        "type": "string",
+        "pattern": r"^[0-9]{4}-[0-9]{2}$",
+        "example": "2025-06",
+        "description": "A month, as YYYY-MM.",
+    }
+)
 class MonthFilter(django_filters.Filter):
     field_class = MonthField
 

@@ -13,7 +13,8 @@ How to describe an endpoint:
   they apply with ``api_errors``: ``responses={200: Out, **api_errors(403, 409)}``.
 - Give one example of a body sent (``OpenApiExample``, ``request_only=True``) where there is one.
 - List views use ``portal.api.pagination.ApiPagination`` (the default) and a FilterSet
-  (``filterset_class``); both document their query parameters themselves.
+  (``filterset_class``); both document their query parameters themselves. An optional query
+  parameter sent empty means "not given" (``allowEmptyValue`` in the schema).
 """
 
 from typing import Any
@@ -120,6 +121,19 @@ class PortalAutoSchema(AutoSchema):
         if "{" in self.path or self._is_list_view():
             codes.add(404)
         return codes
+
+    def _get_parameters(self):
+        # An optional filter sent empty (`?status=`, as the pages' forms send "all") means "not
+        # given", for every list; paging parameters are always numbers.
+        parameters = super()._get_parameters()
+        for parameter in parameters:
+            if (
+                parameter["in"] == "query"
+                and not parameter.get("required")
+                and parameter["name"] not in ("page", "page_size")
+            ):
+                parameter["allowEmptyValue"] = True
+        return parameters
 
     def _get_response_bodies(self, direction="response"):
         responses = super()._get_response_bodies(direction)
