@@ -300,16 +300,3 @@ class ApproveForm(forms.Form):
                 )
             )
         return decisions
-
-
-class RequestFilterForm(forms.Form):
-    status = forms.ChoiceField(required=False)
-    team = forms.ModelChoiceField(
-        queryset=Team.objects.none(), required=False, empty_label="all teams"
-    )
-    waiting = forms.BooleanField(required=False, label="waiting for me")
-
-    def __init__(self, *args, teams, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["status"].choices = [("", "all statuses"), *QuotaRequest.Status.choices]
-        self.fields["team"].queryset = teams.order_by("slug")

@@ -22,7 +22,13 @@ from django.utils import timezone
 from approvals import notify
 from approvals.models import Approval, ApprovalPolicy, QuotaRequest, RequestLine
 from approvals.policy import LineDelta, PolicyFacts, decide_policy, hold_for_waiting
-from approvals.selectors import allocation_values_now, line_base_values, request_base_changes
+from approvals.selectors import (
+    allocation_values_now,
+    line_base_values,
+    may_request_for,
+    request_base_changes,
+    request_may,
+)
 from approvals.transitions import S, check_transition, lock_request, transition
 from approvals.validation import findings_json, requests_fit_problems, validate_lines
 from portal.errors import NotAllowed, PermissionDenied, ValidationFailed
@@ -41,7 +47,6 @@ from quotas.models import (
     TeamNamespace,
 )
 from quotas.roles import is_platform_admin
-from quotas.selectors import teams_led_by
 from quotas.services import (
     allocation_set,
     allocation_values_check,
@@ -88,11 +93,12 @@ class Decision:
 
 
 def _may_request_for(user: User, team: Team) -> bool:
-    return is_platform_admin(user) or teams_led_by(user).filter(pk=team.pk).exists()
+    return may_request_for(user, team.pk)
 
 
 def _require_requester(user: User, request: QuotaRequest) -> None:
-    if request.requested_by_id != user.pk and not _may_request_for(user, request.team):
+    # The same answer the request page asks to show its Edit and Submit buttons.
+    if not request_may(user, request, "edit"):
         raise PermissionDenied(
             f"only the requester or a lead of {request.team.slug} may do this", field="request"
         )

@@ -17,19 +17,25 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from approvals.filtersets import RequestFilterSet
 from approvals.forms import (
     ApproveForm,
     CommentForm,
-    RequestFilterForm,
     RequestForm,
     filled_line_forms,
     line_formset,
     line_initial,
 )
 from approvals.models import QuotaRequest, RequestLine
-from approvals.selectors import request_base_changes, request_preview, requests_visible_to
+from approvals.selectors import (
+    EDITABLE,
+    request_actions_for,
+    request_base_changes,
+    request_may,
+    request_preview,
+    requests_visible_to,
+)
 from approvals.services import (
-    REBASABLE,
     request_approve,
     request_changes,
     request_create,
@@ -53,12 +59,10 @@ from quotas.models import (
     TeamNamespace,
 )
 from quotas.roles import is_platform_admin, sees_everything
-from quotas.selectors import teams_led_by, teams_visible_to
+from quotas.selectors import teams_led_by
 
 S = QuotaRequest.Status
 LINE_FIELD = re.compile(r"^(?:lines|decisions)\[(\d+)\](?:\.(\w+))?")
-EDITABLE = (S.DRAFT, S.CHANGES_REQUESTED)
-WITHDRAWABLE = (S.DRAFT, S.SUBMITTED, S.CHANGES_REQUESTED, S.APPROVED)
 
 
 def _visible_request(user, pk: int) -> QuotaRequest:
@@ -78,7 +82,6 @@ def _lines(request: QuotaRequest) -> list[RequestLine]:
 @login_required
 def request_list(request: HttpRequest) -> HttpResponse:
     user = request.user
-    filters = RequestFilterForm(request.GET or None, teams=teams_visible_to(user))
     rows = (
         requests_visible_to(user)
         .select_related("team", "requested_by")
@@ -91,18 +94,10 @@ def request_list(request: HttpRequest) -> HttpResponse:
         .annotate(approvals_given=Count("approvals", distinct=True))
         .order_by("-created_at", "-id")
     )
-    if filters.is_valid():
-        if filters.cleaned_data["status"]:
-            rows = rows.filter(status=filters.cleaned_data["status"])
-        if filters.cleaned_data["team"]:
-            rows = rows.filter(team=filters.cleaned_data["team"])
-        if filters.cleaned_data["waiting"] and is_platform_admin(user):
-            rows = (
-                rows.filter(status=S.SUBMITTED)
-                .exclude(requested_by=user)
-                .exclude(approvals__admin=user)
-            )
-    page = Paginator(rows, 50).get_page(request.GET.get("page"))
+    # The same FilterSet as GET /api/v1/requests/: a bad value is a form error and a 400.
+    filters = RequestFilterSet(request.GET or None, queryset=rows, request=request)
+    errors = filters.filter_errors()
+    page = Paginator(filters.qs, 50).get_page(request.GET.get("page"))
     # The same answer the API and the approval give: waiting requests that no longer fit.
     problems = requests_fit_problems([qr for qr in page if qr.status == S.SUBMITTED])
     for qr in page:
@@ -113,11 +108,13 @@ def request_list(request: HttpRequest) -> HttpResponse:
         request,
         "approvals/request_list.html",
         {
-            "filters": filters,
+            "filters": filters.form,
+            "filter_errors": errors,
             "page": page,
             "query": query.urlencode(),
             "may_request": is_platform_admin(user) or teams_led_by(user).exists(),
         },
+        status=400 if errors else 200,
     )
 
 
@@ -314,6 +311,13 @@ def request_new(request: HttpRequest) -> HttpResponse:
 def request_edit(request: HttpRequest, pk: int) -> HttpResponse:
     draft = _visible_request(request.user, pk)
     teams = Team.objects.filter(pk=draft.team_id)
+    if not request_may(request.user, draft, "edit"):
+        return render(
+            request,
+            "approvals/refused.html",
+            {"message": f"Only the requester or a lead of {draft.team.slug} edits this request."},
+            status=403,
+        )
     if draft.status not in EDITABLE:
         messages.error(request, f"Request #{draft.pk} is {draft.get_status_display()}.")
         return redirect("requests-detail", pk=draft.pk)
@@ -386,20 +390,13 @@ def _render_detail(
     for line in lines:
         line.errors = (line_errors or {}).get(line.pk, [])
     approvals = list(qr.approvals.select_related("admin").order_by("created_at"))
-    is_requester = qr.requested_by_id == user.pk
-    leads_team = teams_led_by(user).filter(pk=qr.team_id).exists()
-    admin = is_platform_admin(user)
-    may_decide = (
-        admin
-        and not is_requester
-        and qr.status == S.SUBMITTED
-        and not any(a.admin_id == user.pk for a in approvals)
-    )
+    # The same answer the services enforce (approvals.selectors.request_may).
+    allowed = request_actions_for(user, qr)
+    may_decide = "decide" in allowed and not any(a.admin_id == user.pk for a in approvals)
     plan_problems = []
     if qr.status == S.SUBMITTED:
         plan_problems = [f.message for f in requests_fit_problems([qr])[qr.pk]]
-    is_admin_or_requester = admin or is_requester
-    stale = request_base_changes(lines) if qr.status in REBASABLE else []
+    stale = request_base_changes(lines) if "rebase" in allowed else []
     approve_form = approve_form or ApproveForm(lines=lines)
     approve_form.lines = lines
     for line in lines:
@@ -420,12 +417,12 @@ def _render_detail(
             "usage": _usage_rows(qr.usage_snapshot or {}),
             "snapshot_taken_at": (qr.usage_snapshot or {}).get("taken_at"),
             "errors": list(errors),
-            "may_edit": qr.status in EDITABLE and (is_requester or leads_team),
-            "may_submit": qr.status in EDITABLE and (is_requester or leads_team),
-            "may_withdraw": qr.status in WITHDRAWABLE and is_requester,
-            "may_delete": qr.status == S.DRAFT and is_requester,
-            "may_rebase": bool(stale) and (is_admin_or_requester or leads_team),
-            "may_revoke": qr.status == S.APPROVED and admin,
+            "may_edit": "edit" in allowed,
+            "may_submit": "submit" in allowed,
+            "may_withdraw": "withdraw" in allowed,
+            "may_delete": "delete" in allowed,
+            "may_rebase": bool(stale),
+            "may_revoke": "revoke" in allowed,
             "stale": stale,
             "may_decide": may_decide,
             "plan_problems": plan_problems,

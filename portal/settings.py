@@ -34,6 +34,9 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_celery_beat",
     "axes",
     "portal",
@@ -182,6 +185,33 @@ REST_FRAMEWORK = {
     ],
     # Rates are set in the security block below, from the environment.
     "DEFAULT_THROTTLE_RATES": {},
+    # One page style for every list (?page=&page_size=), FilterSets for every filter, one schema.
+    "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.ApiPagination",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "portal.api.schema.PortalAutoSchema",
+    "DEFAULT_METADATA_CLASS": "portal.api.metadata.ApiMetadata",
+}
+# Largest page_size an API list accepts (more is a 400 naming page_size).
+API_MAX_PAGE_SIZE = env.int("API_MAX_PAGE_SIZE", default=500)
+
+# The OpenAPI schema (/api/schema/) and its docs page (/api/docs/, Swagger UI from the pinned
+# sidecar package's static files: no CDN). Both are public: they describe the API, not its data.
+SPECTACULAR_SETTINGS = {
+    "TITLE": "GPU quota portal API",
+    "DESCRIPTION": (
+        "Request GPU quota, decide it and follow it to the clusters. Authenticate with a personal "
+        "token (`Authorization: Bearer gqp_...`, made on /tokens/). Every failure answers "
+        '`{"message", "extra"}` (the `Error` schema); lists are paged with `page` and '
+        "`page_size` and answer `{count, next, previous, results}`."
+    ),
+    "VERSION": "1",
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True},
 }
 
 # Public address of the portal, for links in notifications.

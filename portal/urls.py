@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from portal import health, token_views
+from portal.api.views import ApiDocs, ApiSchema
 from quotas import views as quota_views
 from quotas import views_suggestions
 from quotas.views_audit import audit_export_csv
@@ -26,4 +27,6 @@ urlpatterns = [
     path("audit/export.csv", audit_export_csv, name="audit-export"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api.urls")),
+    path("api/schema/", ApiSchema.as_view(), name="api-schema"),
+    path("api/docs/", ApiDocs.as_view(), name="api-docs"),
 ]

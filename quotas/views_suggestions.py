@@ -12,18 +12,14 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date
 
 from portal.errors import ValidationFailed
+from quotas.filtersets import SuggestionFilterSet
 from quotas.models import AllocationVersion, Cluster
 from quotas.rules import fmt
 from quotas.selectors import teams_visible_to
 from quotas.usage.canary import canary_metrics, canary_period_check
 from quotas.usage.charts import AllocationStep, usage_figures
 from quotas.usage.selectors import usage_daily_for
-from quotas.usage.suggestion_selectors import (
-    SuggestionFilter,
-    suggestion_filter_parse,
-    suggestion_requestable_by,
-    suggestions_list,
-)
+from quotas.usage.suggestion_selectors import suggestion_requestable_by, suggestions_list
 
 MAX_CHARTED = 40
 
@@ -35,12 +31,10 @@ def _clusters():
 @login_required
 def suggestion_list(request: HttpRequest) -> HttpResponse:
     user = request.user
-    error, status = None, 200
-    try:
-        flt = suggestion_filter_parse(user, request.GET)
-    except ValidationFailed as exc:
-        flt, error, status = SuggestionFilter(), exc, 400
-    page = Paginator(suggestions_list(user, flt), 50).get_page(request.GET.get("page"))
+    # The same FilterSet as GET /api/v1/suggestions/: a bad value is named, with a 400.
+    filters = SuggestionFilterSet(request.GET, queryset=suggestions_list(user), request=request)
+    errors = filters.filter_errors()
+    page = Paginator(filters.qs, 50).get_page(request.GET.get("page"))
     rows = [
         {"s": s, "may_request": suggestion_requestable_by(user, s), "figures": _figure_rows(s)}
         for s in page
@@ -51,9 +45,10 @@ def suggestion_list(request: HttpRequest) -> HttpResponse:
         "clusters": _clusters(),
         "teams": teams_visible_to(user).order_by("slug"),
         "selected": {k: request.GET.get(k, "") for k in ("cluster", "team", "month")},
-        "error": error,
+        "errors": errors,
+        "error_fields": set(filters.form.errors),
     }
-    return render(request, "quotas/suggestions.html", context, status=status)
+    return render(request, "quotas/suggestions.html", context, status=400 if errors else 200)
 
 
 FIGURE_LABELS = [

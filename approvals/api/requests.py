@@ -7,16 +7,19 @@ a stale tag is a 412 listing what changed (see approvals/api/etags.py).
 """
 
 from django.db import transaction
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from approvals import services
+from approvals.api import views
 from approvals.api.etags import request_etag, request_if_match
 from approvals.api.serializers import LineInputSerializer, RequestSerializer
-from approvals.api.views import RequestAction, RequestDetail, _line_inputs, _visible_request
-from approvals.models import JUSTIFICATION_MAX_LENGTH, QuotaRequest
+from approvals.api.views import RequestDetail, _line_inputs, _visible_request
+from approvals.models import JUSTIFICATION_MAX_LENGTH
 from portal.api.idempotency import IdempotentMixin
+from portal.api.schema import api_errors
 from quotas.kube.usage import team_usage_now
 
 
@@ -40,8 +43,27 @@ def _serialized(user, pk: int) -> Response:
     return with_etag(Response(RequestSerializer(_visible_request(user, pk)).data), pk)
 
 
+@extend_schema_view(
+    get=extend_schema(summary="Read a quota request (with its ETag)", tags=["requests"]),
+    patch=extend_schema(
+        summary="Revise a draft or a request sent back for changes",
+        description="The lines replace the old ones (each as on create); `submit` sends it at "
+        "once. `If-Match` with the request's ETag refuses a stale revision (412).",
+        tags=["requests"],
+        request=RequestReviseSerializer,
+        responses={200: RequestSerializer, **api_errors(403, 409, 412)},
+    ),
+    delete=extend_schema(
+        summary="Delete a draft (its requester only)",
+        tags=["requests"],
+        responses={204: None, **api_errors(403, 409)},
+    ),
+)
 class RequestResource(IdempotentMixin, RequestDetail):
     """GET a request (with ETag); PATCH revises it; DELETE a draft (its requester only)."""
+
+    if_match = True
+    request_serializers = {"PATCH": RequestReviseSerializer}
 
     def retrieve(self, request: Request, *args, **kwargs) -> Response:
         qr = self.get_object()
@@ -69,21 +91,5 @@ class RequestResource(IdempotentMixin, RequestDetail):
         return _serialized(request.user, qr.pk)
 
 
-class RequestMove(IdempotentMixin, RequestAction):
-    """POST requests/<id>/<action>/; the decisions honour If-Match."""
-
-    guarded = {"approve", "reject", "changes"}
-
-    def post(self, request: Request, pk: int, action: str) -> Response:
-        header = request.headers.get("If-Match")
-        if action not in self.guarded or header is None:
-            return with_etag(super().post(request, pk, action), pk)
-        form_class, service = self.actions[action]
-        form = form_class(data=request.data)
-        form.is_valid(raise_exception=True)
-        qr: QuotaRequest = _visible_request(request.user, pk)
-        with transaction.atomic():
-            services.request_lock(request=qr, for_approval=action == "approve")
-            request_if_match(request_id=pk, header=header)
-            service(qr, request.user, form.validated_data)
-        return _serialized(request.user, pk)
+# The lifecycle moves: one view per action (views.ACTION_VIEWS), each idempotent with ETags.
+ACTION_VIEWS = views.ACTION_VIEWS

@@ -1,5 +1,6 @@
 """How quota requests look in the API, and what creating and deciding them takes."""
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from approvals.models import (
@@ -21,6 +22,34 @@ class ApprovalSerializer(serializers.ModelSerializer):
     class Meta:
         model = Approval
         fields = ["admin", "created_at", "comment"]
+
+
+class LineValuesSerializer(serializers.Serializer):
+    guarantee = AmountField()
+    cap = AmountField()
+    per_pod_max = AmountField()
+    priority_classes = serializers.ListField(child=serializers.CharField())
+
+
+class CurrentValuesSerializer(LineValuesSerializer):
+    version = serializers.IntegerField(
+        allow_null=True, help_text="Allocation version the line was read at (null: none yet)."
+    )
+
+
+class FindingOutSerializer(serializers.Serializer):
+    level = serializers.CharField()
+    rule = serializers.CharField()
+    field = serializers.CharField()
+    message = serializers.CharField()
+    cluster = serializers.CharField()
+    namespace = serializers.CharField()
+    resource = serializers.CharField()
+
+
+class FitsPlanSerializer(serializers.Serializer):
+    fits = serializers.BooleanField()
+    problems = FindingOutSerializer(many=True)
 
 
 class RequestLineSerializer(serializers.ModelSerializer):
@@ -54,12 +83,15 @@ class RequestLineSerializer(serializers.ModelSerializer):
             "priority_classes": getattr(line, f"{prefix}_priority_classes"),
         }
 
+    @extend_schema_field(CurrentValuesSerializer)
     def get_current(self, line: RequestLine) -> dict:
         return {**self._values(line, "current"), "version": line.current_version}
 
+    @extend_schema_field(LineValuesSerializer)
     def get_requested(self, line: RequestLine) -> dict:
         return self._values(line, "requested")
 
+    @extend_schema_field(LineValuesSerializer(allow_null=True))
     def get_decided(self, line: RequestLine) -> dict | None:
         return None if line.decided_cap is None else self._values(line, "decided")
 
@@ -67,7 +99,7 @@ class RequestLineSerializer(serializers.ModelSerializer):
 class RequestSerializer(serializers.ModelSerializer):
     team = serializers.CharField(source="team.slug")
     requested_by = serializers.CharField(source="requested_by.username")
-    decided_by = serializers.CharField(source="decided_by.username", default=None)
+    decided_by = serializers.CharField(source="decided_by.username", default=None, allow_null=True)
     lines = RequestLineSerializer(many=True)
     approvals = ApprovalSerializer(many=True)
     fits_plan = serializers.SerializerMethodField()
@@ -98,6 +130,7 @@ class RequestSerializer(serializers.ModelSerializer):
             "lines",
         ]
 
+    @extend_schema_field(FitsPlanSerializer(allow_null=True))
     def get_fits_plan(self, request: QuotaRequest) -> dict | None:
         """For a request waiting for an admin: does it still fit the plan, and if not, why.
         Lists pass the answers for a whole page in the context ("plan_problems")."""

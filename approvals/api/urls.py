@@ -11,13 +11,8 @@ urlpatterns = [
     ),
 ]
 urlpatterns += [
-    path(
-        f"requests/<int:pk>/{action}/",
-        requests.RequestMove.as_view(),
-        {"action": action},
-        name=f"api-request-{action}",
-    )
-    for action in views.RequestAction.actions
+    path(f"requests/<int:pk>/{action}/", view.as_view(), name=f"api-request-{action}")
+    for action, view in requests.ACTION_VIEWS.items()
 ]
 urlpatterns += [
     path(

@@ -5,7 +5,9 @@ own request, auditors change nothing); the views only make sure nobody acts on, 
 a request they cannot see.
 """
 
+from django.db import transaction
 from django.db.models import Prefetch, QuerySet
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import generics, status
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
@@ -13,17 +15,20 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals import services
+from approvals.api.etags import request_etag, request_if_match
 from approvals.api.serializers import (
     ApproveSerializer,
     CommentSerializer,
     RequestCreateSerializer,
     RequestSerializer,
 )
+from approvals.filtersets import RequestFilterSet
 from approvals.models import Approval, QuotaRequest, RequestLine
 from approvals.selectors import requests_visible_to
 from approvals.validation import requests_fit_problems
 from portal.api.idempotency import IdempotentMixin
 from portal.api.pagination import ApiPagination
+from portal.api.schema import api_errors
 from portal.errors import ValidationFailed
 from quotas.models import Resource, Team
 from quotas.selectors import namespaces_visible_to, teams_visible_to
@@ -95,20 +100,48 @@ def _line_inputs(user, lines: list[dict]) -> list[services.LineInput]:
     return inputs
 
 
+CREATE_EXAMPLE = OpenApiExample(
+    "two more GPUs for team-a, submitted at once",
+    request_only=True,
+    value={
+        "team": "team-a",
+        "justification": "Two more A100 for the March training run",
+        "lines": [
+            {
+                "cluster": "demo",
+                "namespace": "team-a-training",
+                "resource": "nvidia.com/gpu",
+                "guarantee": "8",
+                "cap": "12",
+            }
+        ],
+        "submit": True,
+    },
+)
+
+
+@extend_schema_view(
+    get=extend_schema(summary="List quota requests", tags=["requests"]),
+    post=extend_schema(
+        summary="Create a quota request (a draft, or submitted with submit: true)",
+        tags=["requests"],
+        request=RequestCreateSerializer,
+        responses={201: RequestSerializer, **api_errors(403, 409)},
+        examples=[CREATE_EXAMPLE],
+    ),
+)
 class RequestList(IdempotentMixin, generics.ListCreateAPIView):
-    """GET: ?status=&team= ; POST: create a draft, or with "submit": true create and submit
-    it in one step (refused: nothing is created)."""
+    """GET: the requests you may see, newest first. POST: create a draft, or with
+    "submit": true create and submit it in one step (refused: nothing is created)."""
 
     serializer_class = RequestSerializer
     pagination_class = ApiPagination
+    filterset_class = RequestFilterSet
+    queryset = QuotaRequest.objects.none()
+    request_serializers = {"POST": RequestCreateSerializer}
 
     def get_queryset(self):
-        requests = _requests_for(self.request.user)
-        if value := self.request.query_params.get("status"):
-            requests = requests.filter(status=value)
-        if value := self.request.query_params.get("team"):
-            requests = requests.filter(team__slug=value)
-        return requests
+        return _requests_for(self.request.user)
 
     def list(self, request: Request, *args, **kwargs) -> Response:
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
@@ -136,10 +169,19 @@ class RequestList(IdempotentMixin, generics.ListCreateAPIView):
         return Response(body, status=status.HTTP_201_CREATED)
 
 
+@extend_schema_view(
+    get=extend_schema(summary="Read a quota request", tags=["requests"]),
+    delete=extend_schema(
+        summary="Delete a draft (its requester only)",
+        tags=["requests"],
+        responses={204: None, **api_errors(403, 409)},
+    ),
+)
 class RequestDetail(generics.RetrieveDestroyAPIView):
     """GET a request; DELETE a draft (its requester only; audited)."""
 
     serializer_class = RequestSerializer
+    queryset = QuotaRequest.objects.none()
 
     def get_object(self):
         return _visible_request(self.request.user, self.kwargs["pk"])
@@ -191,23 +233,123 @@ def _changes(qr, user, data):
     return services.request_changes(request=qr, acting_user=user, comment=data["comment"])
 
 
-class RequestAction(APIView):
-    """POST /requests/<id>/<action>/: one transition, answered with the request."""
+ACTIONS = {
+    # action: (body, service, summary, what the description adds)
+    "submit": (
+        CommentSerializer,
+        _submit,
+        "Submit a draft or a revised request",
+        "Checked against the whole plan; what the cluster's policy allows is approved at once. "
+        "Plan errors are a 400 listing every finding under `extra.errors`.",
+    ),
+    "withdraw": (
+        CommentSerializer,
+        _withdraw,
+        "Withdraw a request (its requester)",
+        "Drafts, waiting, sent-back and approved requests not yet applied.",
+    ),
+    "approve": (
+        ApproveSerializer,
+        _approve,
+        "Approve a submitted request (platform admins, not their own)",
+        "`decisions` change a line's amounts; the last approval needed applies it.",
+    ),
+    "reject": (
+        CommentSerializer,
+        _reject,
+        "Reject a submitted request (platform admins; comment required)",
+        "",
+    ),
+    "changes": (
+        CommentSerializer,
+        _changes,
+        "Send a submitted request back for changes (platform admins; comment required)",
+        "",
+    ),
+    "rebase": (
+        CommentSerializer,
+        _rebase,
+        "Rebase a request on the current allocations",
+        "Values the request did not change follow the allocation; decided values and "
+        "approvals are dropped and a waiting request is checked again as on submit.",
+    ),
+    "revoke": (
+        CommentSerializer,
+        _revoke,
+        "Revoke an approved temporary grant before it starts (platform admins; comment required)",
+        "",
+    ),
+}
 
-    actions = {
-        "submit": (CommentSerializer, _submit),
-        "withdraw": (CommentSerializer, _withdraw),
-        "approve": (ApproveSerializer, _approve),
-        "reject": (CommentSerializer, _reject),
-        "changes": (CommentSerializer, _changes),
-        "rebase": (CommentSerializer, _rebase),
-        "revoke": (CommentSerializer, _revoke),
-    }
+APPROVE_EXAMPLE = OpenApiExample(
+    "approve with a smaller cap on one line",
+    request_only=True,
+    value={
+        "comment": "cap 10 is enough for now",
+        "decisions": [{"line": 17, "guarantee": "8", "cap": "10"}],
+    },
+)
+COMMENT_EXAMPLE = OpenApiExample(
+    "a comment", request_only=True, value={"comment": "split the request per namespace"}
+)
 
-    def post(self, request: Request, pk: int, action: str) -> Response:
-        form_class, service = self.actions[action]
+
+class RequestAction(IdempotentMixin, APIView):
+    """POST /requests/<id>/<action>/: one transition, answered with the request and its ETag.
+
+    One subclass per action (``ACTION_VIEWS``), so each has its own body in the schema. The
+    decisions (approve, reject, changes) honour ``If-Match``: a stale tag is a 412."""
+
+    action = ""
+    actions = {name: (body, service) for name, (body, service, _, _) in ACTIONS.items()}
+
+    @property
+    def request_serializers(self) -> dict:
+        return {"POST": self.actions[self.action][0]}
+
+    @property
+    def if_match(self) -> bool:
+        return self.action in IF_MATCH_ACTIONS
+
+    def post(self, request: Request, pk: int) -> Response:
+        form_class, service = self.actions[self.action]
         form = form_class(data=request.data)
         form.is_valid(raise_exception=True)
         qr = _visible_request(request.user, pk)
-        service(qr, request.user, form.validated_data)
-        return Response(RequestSerializer(_visible_request(request.user, pk)).data)
+        header = request.headers.get("If-Match")
+        if self.if_match and header is not None:
+            with transaction.atomic():
+                # Checked with the request locked in the services' lock order, so nothing
+                # changes it between the check and the decision.
+                services.request_lock(request=qr, for_approval=self.action == "approve")
+                request_if_match(request_id=pk, header=header)
+                service(qr, request.user, form.validated_data)
+        else:
+            service(qr, request.user, form.validated_data)
+        response = Response(RequestSerializer(_visible_request(request.user, pk)).data)
+        response["ETag"] = request_etag(pk)
+        return response
+
+
+# Decisions a stale page must not make: If-Match is honoured on these (and on revise).
+IF_MATCH_ACTIONS = frozenset({"approve", "reject", "changes"})
+
+
+def _action_view(action: str) -> type[RequestAction]:
+    body, _, summary, description = ACTIONS[action]
+    schema = extend_schema(
+        summary=summary,
+        description=description or None,
+        tags=["requests"],
+        request=body,
+        responses={
+            200: RequestSerializer,
+            **api_errors(*((403, 409, 412) if action in IF_MATCH_ACTIONS else (403, 409))),
+        },
+        examples=[APPROVE_EXAMPLE if action == "approve" else COMMENT_EXAMPLE],
+    )
+    name = f"Request{action.capitalize()}"
+    return extend_schema_view(post=schema)(type(name, (RequestAction,), {"action": action}))
+
+
+ACTION_VIEWS = {action: _action_view(action) for action in ACTIONS}

@@ -1,8 +1,13 @@
 """The REST API, version 1: every app's API under one prefix."""
 
-from django.urls import include, path
+from django.urls import include, path, re_path
+
+from portal.api.views import ApiRoot, api_not_found
 
 urlpatterns = [
+    path("", ApiRoot.as_view(), name="api-root"),
     path("", include("quotas.api.urls")),
     path("", include("approvals.api.urls")),
 ]
+# Last: whatever matched nothing above.
+urlpatterns += [re_path(r"^(?P<unmatched>.*)$", api_not_found, name="api-not-found")]

@@ -1,11 +1,21 @@
 """How quota data looks in the API. Amounts are strings ("10", "0.5"), never floats."""
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from quotas.models import Allocation, Cluster, Team, TeamNamespace
 from quotas.rules import fmt
 
 
+@extend_schema_field(
+    {
+        "type": "string",
+        "nullable": True,
+        "pattern": r"^-?[0-9]+(\.[0-9]+)?$",
+        "example": "10",
+        "description": 'An amount as text, without trailing zeros ("10", "0.5").',
+    }
+)
 class AmountField(serializers.Field):
     """A resource amount as text without trailing zeros; read-only."""
 
@@ -26,7 +36,7 @@ class TeamNamespaceSerializer(serializers.ModelSerializer):
 
 
 class TeamSerializer(serializers.ModelSerializer):
-    parent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    parent = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     namespaces = TeamNamespaceSerializer(many=True, read_only=True)
 
     class Meta:
@@ -91,10 +101,14 @@ class ClusterSerializer(serializers.ModelSerializer):
             "backend_problems",
         ]
 
+    @extend_schema_field(
+        {"type": "array", "items": {"type": "object", "additionalProperties": True}}
+    )
     def get_backend_problems(self, cluster: Cluster) -> list[dict]:
         """Schedulers enabled for the cluster that its API server does not serve."""
         return self.context.get("backend_problems", {}).get(cluster.pk, [])
 
+    @extend_schema_field(CapacityLineSerializer(many=True))
     def get_resources(self, cluster: Cluster) -> list[dict]:
         lines = self.context["capacity"].get(cluster.name, [])
         return CapacityLineSerializer(lines, many=True).data

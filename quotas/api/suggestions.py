@@ -4,6 +4,13 @@ same selectors and filters as the pages."""
 
 from django.http import Http404
 from django.utils.dateparse import parse_date
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
 from rest_framework import generics, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -12,15 +19,25 @@ from rest_framework.views import APIView
 from portal.api.pagination import ApiPagination
 from portal.errors import ValidationFailed
 from quotas.api.serializers import AmountField
+from quotas.filtersets import SuggestionFilterSet
 from quotas.models import Cluster, Suggestion
 from quotas.rules import fmt
 from quotas.selectors import teams_visible_to
 from quotas.usage.canary import canary_metrics
-from quotas.usage.suggestion_selectors import (
-    suggestion_filter_parse,
-    suggestions_list,
-    suggestions_visible_to,
-)
+from quotas.usage.suggestion_selectors import suggestions_list, suggestions_visible_to
+
+
+@extend_schema_field({"type": "string", "pattern": r"^[0-9]{4}-[0-9]{2}$", "example": "2025-06"})
+class MonthField(serializers.DateField):
+    """A month as YYYY-MM."""
+
+    def __init__(self, **kwargs):
+        super().__init__(format="%Y-%m", **kwargs)
+
+
+class GuaranteeCapSerializer(serializers.Serializer):
+    guarantee = AmountField()
+    cap = AmountField()
 
 
 class SuggestionSerializer(serializers.ModelSerializer):
@@ -28,7 +45,7 @@ class SuggestionSerializer(serializers.ModelSerializer):
     team = serializers.CharField(source="team_namespace.team.slug")
     namespace = serializers.CharField(source="team_namespace.name")
     resource = serializers.CharField(source="resource.name")
-    month = serializers.DateField(format="%Y-%m")
+    month = MonthField()
     current = serializers.SerializerMethodField()
     suggested = serializers.SerializerMethodField()
 
@@ -50,24 +67,32 @@ class SuggestionSerializer(serializers.ModelSerializer):
             "computed_at",
         ]
 
+    @extend_schema_field(GuaranteeCapSerializer)
     def get_current(self, obj) -> dict:
         return {"guarantee": fmt(obj.current_guarantee), "cap": fmt(obj.current_cap)}
 
+    @extend_schema_field(GuaranteeCapSerializer)
     def get_suggested(self, obj) -> dict:
         return {"guarantee": fmt(obj.suggested_guarantee), "cap": fmt(obj.suggested_cap)}
 
 
+@extend_schema_view(get=extend_schema(summary="List suggestions", tags=["suggestions"]))
 class SuggestionList(generics.ListAPIView):
+    """Suggested guarantee and cap per namespace and month, with the figures behind them."""
+
     serializer_class = SuggestionSerializer
     pagination_class = ApiPagination
+    filterset_class = SuggestionFilterSet
+    queryset = Suggestion.objects.none()
 
     def get_queryset(self):
-        flt = suggestion_filter_parse(self.request.user, self.request.query_params)
-        return suggestions_list(self.request.user, flt)
+        return suggestions_list(self.request.user)
 
 
+@extend_schema_view(get=extend_schema(summary="Read a suggestion", tags=["suggestions"]))
 class SuggestionDetail(generics.RetrieveAPIView):
     serializer_class = SuggestionSerializer
+    queryset = Suggestion.objects.none()
 
     def get_object(self):
         suggestion = suggestions_visible_to(self.request.user).filter(pk=self.kwargs["pk"]).first()
@@ -84,9 +109,44 @@ def _day(params, key: str):
     return value
 
 
+class CanaryTeamSerializer(serializers.Serializer):
+    team = serializers.CharField(allow_null=True, help_text="Team slug; null: the total.")
+    days = serializers.IntegerField()
+    gpu_utilization_mean = AmountField()
+    queue_wait_mean_seconds = serializers.IntegerField(allow_null=True)
+    queue_wait_max_seconds = serializers.IntegerField(allow_null=True)
+    evicted_pods = serializers.IntegerField()
+    gpu_hours = AmountField()
+    borrowed_gpu_hours = AmountField()
+    borrowing_ratio = AmountField()
+    idle_guaranteed_gpu_hours = AmountField()
+
+
+class CanarySerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    start = serializers.DateField()
+    end = serializers.DateField()
+    teams = CanaryTeamSerializer(many=True)
+
+
+def _day_parameter(name: str, what: str) -> OpenApiParameter:
+    return OpenApiParameter(name, OpenApiTypes.DATE, required=True, description=what)
+
+
 class CanaryMetrics(APIView):
     """The seed's canary metrics per team of one cluster over [start, end], and the total."""
 
+    @extend_schema(
+        summary="Canary metrics of a cluster over a period",
+        tags=["usage"],
+        parameters=[
+            OpenApiParameter("cluster", str, required=True, description="Cluster name."),
+            OpenApiParameter("team", str, description="Team slug (a team you may see)."),
+            _day_parameter("start", "First day, YYYY-MM-DD."),
+            _day_parameter("end", "Last day, YYYY-MM-DD."),
+        ],
+        responses=CanarySerializer,
+    )
     def get(self, request: Request) -> Response:
         params = request.query_params
         name = (params.get("cluster") or "").strip()

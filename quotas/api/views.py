@@ -1,10 +1,13 @@
-"""Read-only API views of quota data, scoped by the same selectors as the UI."""
+"""Read-only API views of quota data, scoped by the same selectors as the UI and filtered by
+the same FilterSets (quotas/filtersets.py)."""
 
 from collections import defaultdict
 
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics
 
 from portal.api.pagination import ApiPagination
+from portal.api.schema import api_errors
 from portal.errors import PermissionDenied
 from quotas.api.serializers import (
     AllocationSerializer,
@@ -12,8 +15,9 @@ from quotas.api.serializers import (
     FindingSerializer,
     TeamSerializer,
 )
+from quotas.filtersets import AllocationFilterSet, TeamFilterSet
 from quotas.kube.status import cluster_backend_problems
-from quotas.models import Cluster
+from quotas.models import Allocation, Cluster, Team
 from quotas.roles import sees_everything
 from quotas.selectors import (
     allocations_visible_to,
@@ -30,6 +34,7 @@ def _require_overview(user) -> None:
 
 class _VisibleTeams:
     serializer_class = TeamSerializer
+    queryset = Team.objects.none()  # the schema's model; rows come from get_queryset
 
     def get_queryset(self):
         return (
@@ -40,45 +45,57 @@ class _VisibleTeams:
         )
 
 
+@extend_schema_view(get=extend_schema(summary="List the teams you may see", tags=["teams"]))
 class TeamList(_VisibleTeams, generics.ListAPIView):
+    """Teams you may see (yours, the teams below a department you lead; admins and auditors
+    all), with their namespaces."""
+
     pagination_class = ApiPagination
+    filterset_class = TeamFilterSet
 
 
+@extend_schema_view(get=extend_schema(summary="Read a team", tags=["teams"]))
 class TeamDetail(_VisibleTeams, generics.RetrieveAPIView):
+    """One team by slug; a team you may not see is a 404, as one that does not exist."""
+
     lookup_field = "slug"
 
 
+@extend_schema_view(get=extend_schema(summary="List current allocations", tags=["allocations"]))
 class AllocationList(generics.ListAPIView):
-    """?cluster=&team=&namespace=&resource= filter by name; all optional."""
+    """Current guarantee and cap of every namespace and resource you may see (amounts as
+    strings)."""
 
     serializer_class = AllocationSerializer
     pagination_class = ApiPagination
-    filters = {
-        "cluster": "team_namespace__cluster__name",
-        "team": "team_namespace__team__slug",
-        "namespace": "team_namespace__name",
-        "resource": "resource__name",
-    }
+    filterset_class = AllocationFilterSet
+    queryset = Allocation.objects.none()
 
     def get_queryset(self):
-        allocations = allocations_visible_to(self.request.user)
-        for param, lookup in self.filters.items():
-            value = self.request.query_params.get(param)
-            if value:
-                allocations = allocations.filter(**{lookup: value})
-        return allocations.order_by(
+        return allocations_visible_to(self.request.user).order_by(
             "team_namespace__cluster__name", "team_namespace__name", "resource__name"
         )
 
 
+@extend_schema_view(
+    get=extend_schema(
+        summary="List clusters with capacity and promises",
+        tags=["clusters"],
+        responses={200: ClusterSerializer(many=True), **api_errors(403)},
+    )
+)
 class ClusterList(generics.ListAPIView):
     """Capacity per resource with the sums of guarantees and caps (admins and auditors)."""
 
     serializer_class = ClusterSerializer
     pagination_class = ApiPagination
+    queryset = Cluster.objects.none()
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        _require_overview(request.user)
 
     def get_queryset(self):
-        _require_overview(self.request.user)
         return Cluster.objects.order_by("name")
 
     def get_serializer_context(self):
@@ -91,12 +108,26 @@ class ClusterList(generics.ListAPIView):
         return context
 
 
+@extend_schema_view(
+    get=extend_schema(
+        summary="List what the current plan breaks",
+        tags=["clusters"],
+        responses={200: FindingSerializer(many=True), **api_errors(403)},
+    )
+)
 class PlanViolationList(generics.ListAPIView):
     """What the current allocations already break, errors first (admins and auditors)."""
+
+    filter_backends = []  # findings are a computed list, not rows to filter
 
     serializer_class = FindingSerializer
     pagination_class = ApiPagination
 
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        _require_overview(request.user)
+
     def get_queryset(self):
-        _require_overview(self.request.user)
+        if getattr(self, "swagger_fake_view", False):  # the schema needs no database
+            return []
         return plan_findings()

@@ -72,10 +72,10 @@ def test_allocation_filters(plan, admin, query, namespaces):
 
 
 def test_lists_are_paginated(plan, admin):
-    body = as_user(admin).get("/api/v1/allocations/?limit=2").json()
+    body = as_user(admin).get("/api/v1/allocations/?page_size=2").json()
     assert body["count"] == 3
     assert len(body["results"]) == 2
-    assert "offset=2" in body["next"]
+    assert "page=2" in body["next"] and body["previous"] is None
 
 
 def test_clusters_for_admins_and_auditors(plan, admin, auditor):

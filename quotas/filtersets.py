@@ -1,0 +1,144 @@
+"""The filters of quota lists, one FilterSet per list, shared by the pages and the API.
+
+Filters take names (cluster and resource names, team slugs), as the API's bodies do. Where a page
+offers the choices (teams, clusters of the suggestion and request lists), a name that matches
+nothing the user may see is an error naming the parameter; every filter refuses a malformed
+value (a bad month, date or status) the same way.
+"""
+
+import django_filters
+from django import forms
+from django.core.validators import RegexValidator
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema_field
+
+from portal.errors import ValidationFailed
+from portal.filtersets import PortalFilterSet
+from quotas.models import Allocation, Cluster, Resource, Suggestion, Team
+from quotas.selectors import teams_visible_to
+from quotas.usage.suggestions import parse_month
+
+
+def _teams(request) -> QuerySet[Team]:
+    return teams_visible_to(request.user) if request is not None else Team.objects.none()
+
+
+def cluster_filter(field_name: str) -> django_filters.ModelChoiceFilter:
+    return django_filters.ModelChoiceFilter(
+        field_name=field_name,
+        queryset=Cluster.objects.all(),
+        to_field_name="name",
+        help_text="Cluster name.",
+        error_messages={"invalid_choice": "no cluster named %(value)r"},
+    )
+
+
+def team_filter(field_name: str) -> django_filters.ModelChoiceFilter:
+    return django_filters.ModelChoiceFilter(
+        field_name=field_name,
+        queryset=_teams,
+        to_field_name="slug",
+        help_text="Team slug (a team you may see).",
+        error_messages={"invalid_choice": "no team %(value)r among the teams you may see"},
+    )
+
+
+def resource_filter(field_name: str) -> django_filters.ModelChoiceFilter:
+    return django_filters.ModelChoiceFilter(
+        field_name=field_name,
+        queryset=Resource.objects.all(),
+        to_field_name="name",
+        help_text="Resource name, e.g. nvidia.com/gpu.",
+        error_messages={"invalid_choice": "no resource named %(value)r"},
+    )
+
+
+NAME = RegexValidator(
+    r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,252}$",
+    "a name of letters, digits, '.', '_', '-' and '/' (at most 253), got %(value)r",
+    code="invalid",
+)
+
+
+def name_filter(field_name: str, help_text: str) -> django_filters.CharFilter:
+    return django_filters.CharFilter(
+        field_name=field_name, max_length=253, validators=[NAME], help_text=help_text
+    )
+
+
+class AllocationFilterSet(PortalFilterSet):
+    """Current allocations: ?cluster=&team=&namespace=&resource=, all optional. These match
+    names as given (a well-formed name that matches nothing is an empty list, as automation
+    listing a cluster not yet set up expects); a malformed one is an error."""
+
+    cluster = name_filter("team_namespace__cluster__name", "Cluster name.")
+    team = name_filter("team_namespace__team__slug", "Team slug.")
+    namespace = name_filter("team_namespace__name", "Namespace name.")
+    resource = name_filter("resource__name", "Resource name, e.g. nvidia.com/gpu.")
+
+    class Meta:
+        model = Allocation
+        fields = ["cluster", "team", "namespace", "resource"]
+
+
+class TeamFilterSet(PortalFilterSet):
+    """Teams: ?parent=&cluster= (teams with a namespace on the cluster)."""
+
+    parent = django_filters.ModelChoiceFilter(
+        field_name="parent",
+        queryset=_teams,
+        to_field_name="slug",
+        help_text="Slug of the parent team (a department).",
+        error_messages={"invalid_choice": "no team %(value)r among the teams you may see"},
+    )
+    cluster = django_filters.ModelChoiceFilter(
+        field_name="namespaces__cluster",
+        distinct=True,
+        queryset=Cluster.objects.all(),
+        to_field_name="name",
+        help_text="Cluster name: teams with a namespace on it.",
+        error_messages={"invalid_choice": "no cluster named %(value)r"},
+    )
+
+    class Meta:
+        model = Team
+        fields = ["parent", "cluster"]
+
+
+class MonthField(forms.CharField):
+    """YYYY-MM as the first day of that month."""
+
+    def to_python(self, value):
+        text = super().to_python(value)
+        if not text:
+            return None
+        try:
+            return parse_month(text)
+        except ValidationFailed:
+            raise forms.ValidationError(
+                "give a month as YYYY-MM, got %(value)r", code="invalid", params={"value": text}
+            ) from None
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "pattern": r"^[0-9]{4}-[0-9]{2}$",
+        "example": "2025-06",
+        "description": "A month, as YYYY-MM.",
+    }
+)
+class MonthFilter(django_filters.Filter):
+    field_class = MonthField
+
+
+class SuggestionFilterSet(PortalFilterSet):
+    """Suggestions: ?cluster=&team=&month=YYYY-MM, all optional."""
+
+    cluster = cluster_filter("cluster")
+    team = team_filter("team_namespace__team")
+    month = MonthFilter(field_name="month", help_text="Month suggested for, as YYYY-MM.")
+
+    class Meta:
+        model = Suggestion
+        fields = ["cluster", "team", "month"]

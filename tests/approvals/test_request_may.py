@@ -1,0 +1,99 @@
+"""One answer to "who may edit this request": the request page's buttons and edit form ask
+approvals.selectors.request_may, the function the services enforce.
+
+They used to disagree: the service let a platform admin revise and submit any team's draft (as
+admins may request for any team), while the page hid Edit and Submit from them, and showed the
+edit form to anyone who could see the request (an auditor, a member), only for the save to fail.
+"""
+
+import pytest
+
+from approvals.models import QuotaRequest
+from approvals.selectors import request_actions_for, request_may
+from approvals.services import LineInput, request_revise
+from portal.errors import PermissionDenied
+from quotas.models import TeamMembership
+from tests.approvals.conftest import new_request
+from tests.conftest import make_user
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def people(plan, lead_c, admin2, auditor):
+    member = make_user("member-c")
+    TeamMembership.objects.create(
+        team=plan["team-c"].team, user=member, role=TeamMembership.Role.MEMBER
+    )
+    return {"requester": lead_c, "admin": admin2, "auditor": auditor, "member": member}
+
+
+@pytest.fixture
+def draft(plan, gpu, lead_c):
+    return new_request(lead_c, plan["team-c"], gpu, 2, 5)
+
+
+EXPECTED_EDIT = {"requester": True, "admin": True, "auditor": False, "member": False}
+
+
+def _service_allows(user, draft, plan, gpu) -> bool:
+    try:
+        request_revise(
+            request=draft,
+            acting_user=user,
+            lines=[LineInput(plan["team-c"].pk, gpu.pk, 2, 6)],
+        )
+    except PermissionDenied:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("who", list(EXPECTED_EDIT))
+def test_the_page_shows_edit_exactly_when_the_service_allows_it(
+    client, people, draft, plan, gpu, who
+):
+    user = people[who]
+    assert request_may(user, draft, "edit") is EXPECTED_EDIT[who]
+    client.force_login(user)
+    page = client.get(f"/requests/{draft.pk}/").content.decode()
+    assert ('data-testid="edit"' in page) is EXPECTED_EDIT[who]
+    assert ('data-testid="submit"' in page) is EXPECTED_EDIT[who]
+    form = client.get(f"/requests/{draft.pk}/edit/")
+    assert form.status_code == (200 if EXPECTED_EDIT[who] else 403)
+    assert _service_allows(user, draft, plan, gpu) is EXPECTED_EDIT[who]
+
+
+def test_an_admin_edits_another_teams_draft_on_the_page(client, people, draft, plan, gpu):
+    client.force_login(people["admin"])
+    response = client.post(
+        f"/requests/{draft.pk}/edit/",
+        {
+            "team": draft.team_id,
+            "justification": "corrected by an admin",
+            "kind": "permanent",
+            "lines-TOTAL_FORMS": "1",
+            "lines-INITIAL_FORMS": "0",
+            "lines-0-team_namespace": plan["team-c"].pk,
+            "lines-0-resource": gpu.pk,
+            "lines-0-guarantee": "2",
+            "lines-0-cap": "6",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    draft.refresh_from_db()
+    assert draft.justification == "corrected by an admin"
+    assert draft.lines.get().requested_cap == 6
+
+
+def test_actions_follow_the_status(people, draft):
+    assert request_actions_for(people["requester"], draft) == {
+        "edit",
+        "submit",
+        "withdraw",
+        "delete",
+        "rebase",
+    }
+    draft.status = QuotaRequest.Status.SUBMITTED
+    assert request_actions_for(people["admin"], draft) == {"decide", "rebase"}
+    assert request_actions_for(people["auditor"], draft) == set()
+    assert request_actions_for(people["requester"], draft) == {"withdraw", "rebase"}
