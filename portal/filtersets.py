@@ -134,9 +134,7 @@ def period_form(start: str, end: str, *, max_days: int | None = None) -> type[fo
             if last < first:
                 self.add_error(end, forms.ValidationError(f"must not be before {start}"))
             elif max_days is not None and (last - first).days >= max_days:
-                self.add_error(
-                    end, forms.ValidationError(f"at most {max_days} days from {start}")
-                )
+                self.add_error(end, forms.ValidationError(f"at most {max_days} days from {start}"))
             return cleaned
 
     return PeriodForm

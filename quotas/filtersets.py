@@ -240,6 +240,8 @@ class AuditEventFilterSet(PortalFilterSet):
 
 
 USAGE_MAX_DAYS = 400
+# Django's DateField gives its invalid message no value to quote.
+DAY_ERRORS = {"invalid": "give a day as YYYY-MM-DD", "required": "required, a day as YYYY-MM-DD"}
 
 
 class UsageDailyFilterSet(PortalFilterSet):
@@ -251,14 +253,14 @@ class UsageDailyFilterSet(PortalFilterSet):
         lookup_expr="gte",
         required=True,
         help_text="First day (YYYY-MM-DD).",
-        error_messages={"invalid": "give a day as YYYY-MM-DD", "required": "required, a day as YYYY-MM-DD"},
+        error_messages=DAY_ERRORS,
     )
     end = django_filters.DateFilter(
         field_name="day",
         lookup_expr="lte",
         required=True,
         help_text=f"Last day (YYYY-MM-DD), at most {USAGE_MAX_DAYS - 1} days after start.",
-        error_messages={"invalid": "give a day as YYYY-MM-DD", "required": "required, a day as YYYY-MM-DD"},
+        error_messages=DAY_ERRORS,
     )
     cluster = cluster_filter("team_namespace__cluster")
     team = team_filter("team_namespace__team")
