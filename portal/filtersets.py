@@ -68,6 +68,32 @@ class StrictBooleanFilter(django_filters.BooleanFilter):
 
 
 class PortalFilterSet(django_filters.FilterSet):
+    def get_form_class(self):
+        # A filter of one value given twice (?team=a&team=b) is refused, naming it: reading
+        # only the last would answer a question the client did not ask.
+        base = super().get_form_class()
+
+        class OnceForm(base):
+            def clean(self):
+                cleaned = super().clean()
+                for name, field in self.fields.items():
+                    if getattr(field.widget, "allow_multiple_selected", False):
+                        continue
+                    count = len(self.data.getlist(name)) if hasattr(self.data, "getlist") else 0
+                    if count > 1:
+                        self.add_error(
+                            name,
+                            forms.ValidationError(
+                                "give it once, got %(count)d values",
+                                code="repeated",
+                                params={"count": count},
+                            ),
+                        )
+                return cleaned
+
+        OnceForm.__name__ = base.__name__
+        return OnceForm
+
     def filter_errors(self) -> list[str]:
         """Every error of the bound filters as ``name: message`` (the page lists them)."""
         if not self.is_bound or self.form.is_valid():

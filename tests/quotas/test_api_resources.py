@@ -184,3 +184,18 @@ def test_empty_filters_mean_not_given(cluster, admin):
     assert client.get("/api/v1/drift/", {"restored": "true"}).json()["count"] == 1
     assert client.get("/api/v1/drift/", {"restored": "false"}).json()["count"] == 1
     assert client.get("/api/v1/sync-runs/", {"status": "", "cluster": ""}).json()["count"] == 1
+
+
+def test_a_filter_or_page_given_twice_is_a_400_naming_it(alloc_a, admin):
+    # Found by the fuzzing: ?target_id=&target_id=x was read as its last value, a 200.
+    client = as_user(admin)
+    for path, query, field in [
+        ("/api/v1/audit-events/", "target_id=&target_id=x", "target_id"),
+        ("/api/v1/namespaces/", "team=team-a&team=team-a", "team"),
+        ("/api/v1/teams/", "page=1&page=1", "page"),
+    ]:
+        response = client.get(f"{path}?{query}")
+        assert response.status_code == 400, response.content
+        body = response.json()
+        assert body["extra"]["field"] == field
+        assert body["message"] == f"{field}: give it once, got 2 values"
