@@ -8,9 +8,13 @@ see``.
 """
 
 from collections.abc import Iterable
+from datetime import datetime, time
 
 import django_filters
 from django import forms
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+from drf_spectacular.utils import extend_schema_field
 
 
 def one_of(choices: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -20,15 +24,18 @@ def one_of(choices: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 
 class StrictBooleanField(forms.Field):
-    """true/false (1/0, and "on" from a checkbox); anything else is an error, not "unset"."""
+    """true/false (1/0, and "on" from a checkbox); anything else is an error, not "unset".
+    Sent empty it is not given (None), as every optional filter: ``?restored=`` lists all."""
 
     widget = forms.CheckboxInput
-    TRUE, FALSE = {"true", "1", "on"}, {"false", "0", ""}
+    TRUE, FALSE = {"true", "1", "on"}, {"false", "0"}
 
     def to_python(self, value):
         if value is None or isinstance(value, bool):
             return value
         text = str(value).strip().lower()
+        if not text:
+            return None
         if text in self.TRUE:
             return True
         if text in self.FALSE:
@@ -61,6 +68,32 @@ class StrictBooleanFilter(django_filters.BooleanFilter):
 
 
 class PortalFilterSet(django_filters.FilterSet):
+    def get_form_class(self):
+        # A filter of one value given twice (?team=a&team=b) is refused, naming it: reading
+        # only the last would answer a question the client did not ask.
+        base = super().get_form_class()
+
+        class OnceForm(base):
+            def clean(self):
+                cleaned = super().clean()
+                for name, field in self.fields.items():
+                    if getattr(field.widget, "allow_multiple_selected", False):
+                        continue
+                    count = len(self.data.getlist(name)) if hasattr(self.data, "getlist") else 0
+                    if count > 1:
+                        self.add_error(
+                            name,
+                            forms.ValidationError(
+                                "give it once, got %(count)d values",
+                                code="repeated",
+                                params={"count": count},
+                            ),
+                        )
+                return cleaned
+
+        OnceForm.__name__ = base.__name__
+        return OnceForm
+
     def filter_errors(self) -> list[str]:
         """Every error of the bound filters as ``name: message`` (the page lists them)."""
         if not self.is_bound or self.form.is_valid():
@@ -70,3 +103,64 @@ class PortalFilterSet(django_filters.FilterSet):
             for name, messages in self.form.errors.items()
             for message in messages
         ]
+
+
+class MomentField(forms.CharField):
+    """An ISO 8601 time, or a day alone: its start, or its end with ``end_of_day`` (so that
+    ``until=2026-01-31`` takes the whole day). A time without an offset is the portal's."""
+
+    def __init__(self, *, end_of_day: bool = False, **kwargs):
+        self.end_of_day = end_of_day
+        super().__init__(**kwargs)
+
+    def to_python(self, value):
+        text = super().to_python(value)
+        if not text:
+            return None
+        try:
+            # A day alone first: fromisoformat (under parse_datetime) reads it as its midnight.
+            if (day := parse_date(text)) is not None:
+                moment = datetime.combine(day, time.max if self.end_of_day else time.min)
+            else:
+                moment = parse_datetime(text)
+        except ValueError:  # well formed, but no such day or time (2026-02-30)
+            moment = None
+        if moment is None:
+            raise forms.ValidationError(
+                "give a time as ISO 8601 (2026-01-31T12:00:00Z) or a day, got %(value)r",
+                code="invalid",
+                params={"value": text},
+            )
+        if timezone.is_naive(moment):
+            moment = timezone.make_aware(moment, timezone.get_default_timezone())
+        return moment
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "example": "2026-01-31T12:00:00Z",
+        "description": "An ISO 8601 time, or a day (YYYY-MM-DD).",
+    }
+)
+class MomentFilter(django_filters.Filter):
+    field_class = MomentField
+
+
+def period_form(start: str, end: str, *, max_days: int | None = None) -> type[forms.Form]:
+    """The form of a FilterSet with a period: an ``end`` before ``start`` (or more than
+    ``max_days`` after it) is an error of ``end``, as a bad value of it would be."""
+
+    class PeriodForm(forms.Form):
+        def clean(self):
+            cleaned = super().clean()
+            first, last = cleaned.get(start), cleaned.get(end)
+            if first is None or last is None:
+                return cleaned
+            if last < first:
+                self.add_error(end, forms.ValidationError(f"must not be before {start}"))
+            elif max_days is not None and (last - first).days >= max_days:
+                self.add_error(end, forms.ValidationError(f"at most {max_days} days from {start}"))
+            return cleaned
+
+    return PeriodForm

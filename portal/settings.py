@@ -212,6 +212,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "SWAGGER_UI_SETTINGS": {"deepLinking": True},
+    # Fields named "status" with different choices: each its own enum, named after its model.
+    "ENUM_NAME_OVERRIDES": {
+        "RequestStatusEnum": "approvals.models.QuotaRequest.Status",
+        "SyncRunStatusEnum": "quotas.models.SyncRun.Status",
+    },
 }
 
 # Public address of the portal, for links in notifications.

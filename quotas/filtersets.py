@@ -13,8 +13,25 @@ from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema_field
 
 from portal.errors import ValidationFailed
-from portal.filtersets import PortalFilterSet
-from quotas.models import Allocation, Cluster, Resource, Suggestion, Team
+from portal.filtersets import (
+    MomentFilter,
+    PortalFilterSet,
+    StrictBooleanFilter,
+    one_of,
+    period_form,
+)
+from quotas.models import (
+    Allocation,
+    AuditEvent,
+    Cluster,
+    DriftEvent,
+    Resource,
+    Suggestion,
+    SyncRun,
+    Team,
+    TeamNamespace,
+    UsageDaily,
+)
 from quotas.selectors import teams_visible_to
 from quotas.usage.suggestions import parse_month
 
@@ -142,3 +159,115 @@ class SuggestionFilterSet(PortalFilterSet):
     class Meta:
         model = Suggestion
         fields = ["cluster", "team", "month"]
+
+
+class NamespaceFilterSet(PortalFilterSet):
+    """Team namespaces: ?cluster=&team=, both optional; an unknown cluster, or a team the user
+    may not see, is an error naming the parameter."""
+
+    cluster = cluster_filter("cluster")
+    team = team_filter("team")
+
+    class Meta:
+        model = TeamNamespace
+        fields = ["cluster", "team"]
+
+
+class SyncRunFilterSet(PortalFilterSet):
+    """Sync runs: ?cluster=&status=&trigger=, all optional."""
+
+    cluster = cluster_filter("cluster")
+    status = django_filters.ChoiceFilter(
+        choices=SyncRun.Status.choices,
+        help_text="How the run ended (running while it goes on).",
+        error_messages=one_of(SyncRun.Status.choices),
+    )
+    trigger = django_filters.ChoiceFilter(
+        choices=SyncRun.Trigger.choices,
+        help_text="What started the run.",
+        error_messages=one_of(SyncRun.Trigger.choices),
+    )
+
+    class Meta:
+        model = SyncRun
+        fields = ["cluster", "status", "trigger"]
+
+
+class DriftFilterSet(PortalFilterSet):
+    """Drift found on cluster objects: ?cluster=&restored=, both optional."""
+
+    cluster = cluster_filter("cluster")
+    restored = StrictBooleanFilter(
+        field_name="restored", help_text="true: only drift the portal put back; false: the rest."
+    )
+
+    class Meta:
+        model = DriftEvent
+        fields = ["cluster", "restored"]
+
+
+class AuditEventFilterSet(PortalFilterSet):
+    """The audit log: ?actor=&action=&target_type=&target_id=&since=&until=, all optional."""
+
+    actor = django_filters.CharFilter(field_name="actor_username", help_text="User name.")
+    action = django_filters.CharFilter(
+        method="filter_action",
+        help_text="An action (request.approve), or a prefix ending in a dot (request.).",
+    )
+    target_type = django_filters.CharFilter(help_text="Kind of object acted on, e.g. request.")
+    target_id = django_filters.CharFilter(help_text="Id of the object acted on.")
+    since = MomentFilter(
+        field_name="created_at",
+        lookup_expr="gte",
+        help_text="At or after this time (ISO 8601), or from the start of this day.",
+    )
+    until = MomentFilter(
+        field_name="created_at",
+        lookup_expr="lte",
+        end_of_day=True,
+        help_text="At or before this time (ISO 8601), or to the end of this day.",
+    )
+
+    class Meta:
+        model = AuditEvent
+        fields = ["actor", "action", "target_type", "target_id", "since", "until"]
+        form = period_form("since", "until")
+
+    def filter_action(self, queryset, name, value):
+        if value.endswith("."):
+            return queryset.filter(action__startswith=value)
+        return queryset.filter(action=value)
+
+
+USAGE_MAX_DAYS = 400
+# Django's DateField gives its invalid message no value to quote.
+DAY_ERRORS = {"invalid": "give a day as YYYY-MM-DD", "required": "required, a day as YYYY-MM-DD"}
+
+
+class UsageDailyFilterSet(PortalFilterSet):
+    """Daily usage: ?start=&end= (days, inclusive, required, at most USAGE_MAX_DAYS apart) and
+    ?cluster=&team=&namespace=&resource=, optional."""
+
+    start = django_filters.DateFilter(
+        field_name="day",
+        lookup_expr="gte",
+        required=True,
+        help_text="First day (YYYY-MM-DD).",
+        error_messages=DAY_ERRORS,
+    )
+    end = django_filters.DateFilter(
+        field_name="day",
+        lookup_expr="lte",
+        required=True,
+        help_text=f"Last day (YYYY-MM-DD), at most {USAGE_MAX_DAYS - 1} days after start.",
+        error_messages=DAY_ERRORS,
+    )
+    cluster = cluster_filter("team_namespace__cluster")
+    team = team_filter("team_namespace__team")
+    namespace = name_filter("team_namespace__name", "Namespace name.")
+    resource = name_filter("resource__name", "Resource name, e.g. nvidia.com/gpu.")
+
+    class Meta:
+        model = UsageDaily
+        fields = ["start", "end", "cluster", "team", "namespace", "resource"]
+        form = period_form("start", "end", max_days=USAGE_MAX_DAYS)

@@ -4,13 +4,14 @@ request: approving) would meet now: the validation findings, the policy decision
 values; for admins and auditors also the dry-run diff of the cluster objects, as the request
 page's preview shows. Nothing is written anywhere."""
 
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.api.serializers import RequestCreateSerializer, RequestLineSerializer
-from approvals.api.views import _line_inputs, _team, _visible_request
+from approvals.api.views import CREATE_EXAMPLE, _line_inputs, _team, _visible_request
 from approvals.preview import RequestCheck, request_check, request_draft_check
 from portal.api.idempotency import IdempotentMixin
 from quotas.api.serializers import FindingSerializer
@@ -99,6 +100,14 @@ def _answer(check: RequestCheck) -> Response:
 class RequestPreview(IdempotentMixin, APIView):
     """POST requests/<id>/preview/ (no body): a saved request, for whoever may see it."""
 
+    @extend_schema(
+        summary="Preview a saved request: what submitting or approving it would meet now",
+        tags=["requests"],
+        # Its own name: drf-spectacular derives requests_preview_create for both previews.
+        operation_id="requests_preview_saved",
+        request=None,
+        responses={200: RequestCheckSerializer},
+    )
     def post(self, request: Request, pk: int) -> Response:
         qr = _visible_request(request.user, pk)
         return _answer(request_check(request=qr, acting_user=request.user))
@@ -108,6 +117,14 @@ class DraftPreview(IdempotentMixin, APIView):
     """POST requests/preview/: the body of a create (``submit`` is ignored); refused as the
     create would refuse it."""
 
+    @extend_schema(
+        summary="Preview an unsaved request (the body of a create): what submitting would meet",
+        tags=["requests"],
+        operation_id="requests_preview_draft",
+        request=RequestCreateSerializer,
+        responses={200: RequestCheckSerializer},
+        examples=[CREATE_EXAMPLE],
+    )
     def post(self, request: Request) -> Response:
         form = RequestCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)

@@ -7,7 +7,7 @@ a stale tag is a 412 listing what changed (see approvals/api/etags.py).
 """
 
 from django.db import transaction
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -34,6 +34,25 @@ class RequestReviseSerializer(serializers.Serializer):
     submit = serializers.BooleanField(default=False)
 
 
+REVISE_EXAMPLE = OpenApiExample(
+    "ten GPUs instead, sent at once",
+    request_only=True,
+    value={
+        "justification": "Ten A100 for the March training run, as discussed",
+        "lines": [
+            {
+                "cluster": "demo",
+                "namespace": "team-a-training",
+                "resource": "nvidia.com/gpu",
+                "guarantee": "10",
+                "cap": "12",
+            }
+        ],
+        "submit": True,
+    },
+)
+
+
 def with_etag(response: Response, request_id: int) -> Response:
     response["ETag"] = request_etag(request_id)
     return response
@@ -52,6 +71,7 @@ def _serialized(user, pk: int) -> Response:
         tags=["requests"],
         request=RequestReviseSerializer,
         responses={200: RequestSerializer, **api_errors(403, 409, 412)},
+        examples=[REVISE_EXAMPLE],
     ),
     delete=extend_schema(
         summary="Delete a draft (its requester only)",

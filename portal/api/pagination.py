@@ -25,6 +25,12 @@ def _positive_int(params, name: str) -> int | None:
     text = params.get(name)
     if text is None:
         return None
+    if len(params.getlist(name)) > 1:
+        raise ValidationFailed(
+            f"{name}: give it once, got {len(params.getlist(name))} values",
+            field=name,
+            extra={"code": "repeated"},
+        )
     text = text.strip()
     if not text.isascii() or not text.isdigit() or int(text) < 1:
         raise ValidationFailed(

@@ -3,14 +3,14 @@ pages: ``GET namespaces/?cluster=&team=``, ``GET allocations/<id>/`` and
 ``GET allocations/<id>/versions/`` (every kept version, newest first)."""
 
 from django.http import Http404
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics, serializers
 
 from portal.api.pagination import ApiPagination
-from portal.errors import ValidationFailed
-from quotas.api.filters import cluster_param, param
 from quotas.api.serializers import AllocationSerializer, AmountField
+from quotas.filtersets import NamespaceFilterSet
 from quotas.models import Allocation, AllocationVersion, TeamNamespace
-from quotas.selectors import allocations_visible_to, namespaces_visible_to, teams_visible_to
+from quotas.selectors import allocations_visible_to, namespaces_visible_to
 
 
 class NamespaceSerializer(serializers.ModelSerializer):
@@ -26,7 +26,9 @@ class AllocationVersionSerializer(serializers.ModelSerializer):
     guarantee = AmountField()
     cap = AmountField()
     per_pod_max = AmountField()
-    changed_by = serializers.CharField(source="changed_by.username", default=None)
+    changed_by = serializers.CharField(
+        source="changed_by.username", default=None, allow_null=True, help_text="User name."
+    )
 
     class Meta:
         model = AllocationVersion
@@ -43,24 +45,21 @@ class AllocationVersionSerializer(serializers.ModelSerializer):
         ]
 
 
+@extend_schema_view(get=extend_schema(summary="List team namespaces", tags=["teams"]))
 class NamespaceList(generics.ListAPIView):
-    """?cluster=&team= (names); an unknown cluster or team is a 400 naming the parameter."""
+    """The namespaces of the teams you may see (admins and auditors: all)."""
 
     serializer_class = NamespaceSerializer
     pagination_class = ApiPagination
+    filterset_class = NamespaceFilterSet
+    queryset = TeamNamespace.objects.none()
 
     def get_queryset(self):
-        params = self.request.query_params
-        namespaces = namespaces_visible_to(self.request.user)
-        if (cluster := cluster_param(params)) is not None:
-            namespaces = namespaces.filter(cluster=cluster)
-        if slug := param(params, "team"):
-            if not teams_visible_to(self.request.user).filter(slug=slug).exists():
-                raise ValidationFailed(
-                    f"team: no team {slug!r} among the teams you may see", field="team"
-                )
-            namespaces = namespaces.filter(team__slug=slug)
-        return namespaces.order_by("cluster__name", "name")
+        return (
+            namespaces_visible_to(self.request.user)
+            .select_related("cluster", "team")
+            .order_by("cluster__name", "name")
+        )
 
 
 def _visible_allocation(user, pk: int) -> Allocation:
@@ -70,17 +69,25 @@ def _visible_allocation(user, pk: int) -> Allocation:
     return allocation
 
 
+@extend_schema_view(get=extend_schema(summary="Read an allocation", tags=["allocations"]))
 class AllocationDetail(generics.RetrieveAPIView):
     serializer_class = AllocationSerializer
+    queryset = Allocation.objects.none()
 
     def get_object(self) -> Allocation:
         return _visible_allocation(self.request.user, self.kwargs["pk"])
 
 
+@extend_schema_view(
+    get=extend_schema(summary="List an allocation's versions, newest first", tags=["allocations"])
+)
 class AllocationVersionList(generics.ListAPIView):
     serializer_class = AllocationVersionSerializer
     pagination_class = ApiPagination
+    queryset = AllocationVersion.objects.none()
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # the schema has no allocation id
+            return self.queryset
         allocation = _visible_allocation(self.request.user, self.kwargs["pk"])
         return allocation.versions.select_related("changed_by").order_by("-version")

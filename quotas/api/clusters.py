@@ -4,20 +4,29 @@ auditors, as the list and the home page). Never its connection: no kubeconfig pa
 sandbox address or credentials."""
 
 from django.http import Http404
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics
 
+from portal.api.schema import api_errors
 from quotas.api.serializers import ClusterSerializer
-from quotas.api.views import _require_overview
+from quotas.api.views import OverviewOnly
 from quotas.kube.status import cluster_backend_problems
 from quotas.models import Cluster
 from quotas.selectors import capacity_summary
 
 
-class ClusterDetail(generics.RetrieveAPIView):
+@extend_schema_view(
+    get=extend_schema(
+        summary="Read a cluster's capacity and promises",
+        tags=["clusters"],
+        responses={200: ClusterSerializer, **api_errors(403)},
+    )
+)
+class ClusterDetail(OverviewOnly, generics.RetrieveAPIView):
     serializer_class = ClusterSerializer
+    queryset = Cluster.objects.none()
 
     def get_object(self) -> Cluster:
-        _require_overview(self.request.user)
         cluster = Cluster.objects.filter(name=self.kwargs["name"]).first()
         if cluster is None:
             raise Http404(f"no cluster named {self.kwargs['name']!r}")

@@ -3,11 +3,13 @@
 drifted or failed, and ``GET drift/?cluster=&restored=`` (objects found changed by others)."""
 
 from django.http import Http404
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics, serializers
 
 from portal.api.pagination import ApiPagination
-from quotas.api.filters import choice_param, cluster_param
-from quotas.api.views import _require_overview
+from portal.api.schema import api_errors
+from quotas.api.views import OverviewOnly
+from quotas.filtersets import DriftFilterSet, SyncRunFilterSet
 from quotas.models import DriftEvent, SyncObjectResult, SyncRun
 
 
@@ -66,28 +68,35 @@ class DriftSerializer(serializers.ModelSerializer):
         ]
 
 
-class SyncRunList(generics.ListAPIView):
+@extend_schema_view(
+    get=extend_schema(
+        summary="List sync runs, newest first",
+        tags=["sync"],
+        responses={200: SyncRunSerializer(many=True), **api_errors(403)},
+    )
+)
+class SyncRunList(OverviewOnly, generics.ListAPIView):
     serializer_class = SyncRunSerializer
     pagination_class = ApiPagination
+    filterset_class = SyncRunFilterSet
+    queryset = SyncRun.objects.none()
 
     def get_queryset(self):
-        _require_overview(self.request.user)
-        params = self.request.query_params
-        runs = SyncRun.objects.select_related("cluster").order_by("-started_at", "-id")
-        if (cluster := cluster_param(params)) is not None:
-            runs = runs.filter(cluster=cluster)
-        if status := choice_param(params, "status", SyncRun.Status.values):
-            runs = runs.filter(status=status)
-        if trigger := choice_param(params, "trigger", SyncRun.Trigger.values):
-            runs = runs.filter(trigger=trigger)
-        return runs
+        return SyncRun.objects.select_related("cluster").order_by("-started_at", "-id")
 
 
-class SyncRunDetail(generics.RetrieveAPIView):
+@extend_schema_view(
+    get=extend_schema(
+        summary="Read a sync run with the result of every object",
+        tags=["sync"],
+        responses={200: SyncRunDetailSerializer, **api_errors(403)},
+    )
+)
+class SyncRunDetail(OverviewOnly, generics.RetrieveAPIView):
     serializer_class = SyncRunDetailSerializer
+    queryset = SyncRun.objects.none()
 
     def get_object(self) -> SyncRun:
-        _require_overview(self.request.user)
         run = (
             SyncRun.objects.select_related("cluster")
             .prefetch_related("results")
@@ -99,16 +108,18 @@ class SyncRunDetail(generics.RetrieveAPIView):
         return run
 
 
-class DriftList(generics.ListAPIView):
+@extend_schema_view(
+    get=extend_schema(
+        summary="List drift found on cluster objects, newest first",
+        tags=["sync"],
+        responses={200: DriftSerializer(many=True), **api_errors(403)},
+    )
+)
+class DriftList(OverviewOnly, generics.ListAPIView):
     serializer_class = DriftSerializer
     pagination_class = ApiPagination
+    filterset_class = DriftFilterSet
+    queryset = DriftEvent.objects.none()
 
     def get_queryset(self):
-        _require_overview(self.request.user)
-        params = self.request.query_params
-        drift = DriftEvent.objects.select_related("cluster").order_by("-detected_at", "-id")
-        if (cluster := cluster_param(params)) is not None:
-            drift = drift.filter(cluster=cluster)
-        if restored := choice_param(params, "restored", {"true", "false"}):
-            drift = drift.filter(restored=restored == "true")
-        return drift
+        return DriftEvent.objects.select_related("cluster").order_by("-detected_at", "-id")

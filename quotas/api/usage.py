@@ -2,16 +2,14 @@
 the team namespaces the user sees (leads and members their teams, admins and auditors all),
 per namespace, resource and day; ``start`` and ``end`` (YYYY-MM-DD, inclusive) are required."""
 
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics, serializers
 
 from portal.api.pagination import ApiPagination
-from portal.errors import ValidationFailed
-from quotas.api.filters import cluster_param, day_param, param, period_check
 from quotas.api.serializers import AmountField
+from quotas.filtersets import UsageDailyFilterSet
 from quotas.models import UsageDaily
-from quotas.selectors import namespaces_visible_to, teams_visible_to
-
-MAX_DAYS = 400
+from quotas.selectors import namespaces_visible_to
 
 
 class UsageDaySerializer(serializers.ModelSerializer):
@@ -56,34 +54,18 @@ class UsageDaySerializer(serializers.ModelSerializer):
         ]
 
 
+@extend_schema_view(
+    get=extend_schema(summary="List daily usage per namespace and resource", tags=["usage"])
+)
 class UsageDailyList(generics.ListAPIView):
     serializer_class = UsageDaySerializer
     pagination_class = ApiPagination
+    filterset_class = UsageDailyFilterSet
+    queryset = UsageDaily.objects.none()
 
     def get_queryset(self):
-        user = self.request.user
-        params = self.request.query_params
-        start = day_param(params, "start", required=True)
-        end = day_param(params, "end", required=True)
-        period_check(start, end)
-        if (end - start).days >= MAX_DAYS:
-            raise ValidationFailed(f"end: at most {MAX_DAYS} days from start", field="end")
-        namespaces = namespaces_visible_to(user)
-        if (cluster := cluster_param(params)) is not None:
-            namespaces = namespaces.filter(cluster=cluster)
-        if slug := param(params, "team"):
-            if not teams_visible_to(user).filter(slug=slug).exists():
-                raise ValidationFailed(
-                    f"team: no team {slug!r} among the teams you may see", field="team"
-                )
-            namespaces = namespaces.filter(team__slug=slug)
-        if name := param(params, "namespace"):
-            namespaces = namespaces.filter(name=name)
-        days = UsageDaily.objects.filter(
-            team_namespace__in=namespaces.values("pk"), day__gte=start, day__lte=end
-        )
-        if resource := param(params, "resource"):
-            days = days.filter(resource__name=resource)
+        visible = namespaces_visible_to(self.request.user).values("pk")
+        days = UsageDaily.objects.filter(team_namespace__in=visible)
         return days.select_related(
             "team_namespace__cluster", "team_namespace__team", "resource"
         ).order_by("team_namespace__cluster__name", "team_namespace__name", "resource__name", "day")

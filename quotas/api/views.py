@@ -32,6 +32,16 @@ def _require_overview(user) -> None:
         raise PermissionDenied("only platform admins and auditors see the whole plan")
 
 
+class OverviewOnly:
+    """Views of the whole plan and its history (admins and auditors): anyone else is a 403
+    before any filter or id is looked at. Checked here, not in get_queryset, so the schema's
+    generator (no user) can read the view's queryset."""
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        _require_overview(request.user)
+
+
 class _VisibleTeams:
     serializer_class = TeamSerializer
     queryset = Team.objects.none()  # the schema's model; rows come from get_queryset
@@ -84,16 +94,12 @@ class AllocationList(generics.ListAPIView):
         responses={200: ClusterSerializer(many=True), **api_errors(403)},
     )
 )
-class ClusterList(generics.ListAPIView):
+class ClusterList(OverviewOnly, generics.ListAPIView):
     """Capacity per resource with the sums of guarantees and caps (admins and auditors)."""
 
     serializer_class = ClusterSerializer
     pagination_class = ApiPagination
     queryset = Cluster.objects.none()
-
-    def initial(self, request, *args, **kwargs):
-        super().initial(request, *args, **kwargs)
-        _require_overview(request.user)
 
     def get_queryset(self):
         return Cluster.objects.order_by("name")
@@ -115,17 +121,13 @@ class ClusterList(generics.ListAPIView):
         responses={200: FindingSerializer(many=True), **api_errors(403)},
     )
 )
-class PlanViolationList(generics.ListAPIView):
+class PlanViolationList(OverviewOnly, generics.ListAPIView):
     """What the current allocations already break, errors first (admins and auditors)."""
 
     filter_backends = []  # findings are a computed list, not rows to filter
 
     serializer_class = FindingSerializer
     pagination_class = ApiPagination
-
-    def initial(self, request, *args, **kwargs):
-        super().initial(request, *args, **kwargs)
-        _require_overview(request.user)
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # the schema needs no database

@@ -135,3 +135,67 @@ def test_daily_usage_leads_see_their_teams(alloc_a, alloc_b, gpu, lead_a, admin)
     assert {d["team"] for d in every["results"]} == {"team-b"} and every["count"] == 2
     missing = as_user(admin).get("/api/v1/usage/daily/", {"start": "2025-06-01"})
     assert missing.status_code == 400 and missing.json()["extra"]["field"] == "end"
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "field", "message"),
+    [
+        ("/api/v1/sync-runs/", {"trigger": "cron"}, "trigger", "trigger: 'cron' is not one of "),
+        ("/api/v1/sync-runs/", {"page": "0"}, "page", "page: must be a positive integer"),
+        ("/api/v1/drift/", {"restored": "maybe"}, "restored", "restored: 'maybe' is not true"),
+        ("/api/v1/drift/", {"page_size": "x"}, "page_size", "page_size: must be a positive"),
+        ("/api/v1/audit-events/", {"until": "2026-02-30"}, "until", "until: give a time as"),
+        ("/api/v1/audit-events/", {"page": "-1"}, "page", "page: must be a positive integer"),
+        ("/api/v1/namespaces/", {"cluster": "nope"}, "cluster", "cluster: no cluster named"),
+        ("/api/v1/allocations/1/versions/", {"page": "a"}, "page", "page: must be a positive"),
+        (
+            "/api/v1/usage/daily/",
+            {"start": "2025-01-01", "end": "2026-02-05"},
+            "end",
+            "end: at most 400 days from start",
+        ),
+        ("/api/v1/usage/daily/", {"end": "2025-01-01"}, "start", "start: required, a day as"),
+        (
+            "/api/v1/usage/daily/",
+            {"start": "2025-01-01", "end": "2025-01-02", "resource": "bad name!"},
+            "resource",
+            "resource: a name of letters",
+        ),
+    ],
+)
+def test_bad_filters_and_paging_of_the_resource_lists_are_a_400_naming_them(
+    alloc_a, admin, path, query, field, message
+):
+    path = path.replace("/1/", f"/{alloc_a.pk}/")
+    response = as_user(admin).get(path, query)
+    assert response.status_code == 400, response.content
+    body = response.json()
+    assert body["extra"]["field"] == field and body["message"].startswith(message), body
+
+
+def test_empty_filters_mean_not_given(cluster, admin):
+    run = SyncRun.objects.create(cluster=cluster, trigger="manual", mode="enforce")
+    DriftEvent.objects.create(cluster=cluster, run=run, kind="Queue", api_version="v1", name="q")
+    DriftEvent.objects.create(
+        cluster=cluster, run=run, kind="Queue", api_version="v1", name="r", restored=True
+    )
+    client = as_user(admin)
+    assert client.get("/api/v1/drift/", {"restored": ""}).json()["count"] == 2
+    assert client.get("/api/v1/drift/", {"restored": "true"}).json()["count"] == 1
+    assert client.get("/api/v1/drift/", {"restored": "false"}).json()["count"] == 1
+    assert client.get("/api/v1/sync-runs/", {"status": "", "cluster": ""}).json()["count"] == 1
+
+
+def test_a_filter_or_page_given_twice_is_a_400_naming_it(alloc_a, admin):
+    # Found by the fuzzing: ?target_id=&target_id=x was read as its last value, a 200.
+    client = as_user(admin)
+    for path, query, field in [
+        ("/api/v1/audit-events/", "target_id=&target_id=x", "target_id"),
+        ("/api/v1/namespaces/", "team=team-a&team=team-a", "team"),
+        ("/api/v1/teams/", "page=1&page=1", "page"),
+    ]:
+        response = client.get(f"{path}?{query}")
+        assert response.status_code == 400, response.content
+        body = response.json()
+        assert body["extra"]["field"] == field
+        assert body["message"] == f"{field}: give it once, got 2 values"
