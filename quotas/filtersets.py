@@ -206,16 +206,40 @@ class DriftFilterSet(PortalFilterSet):
         fields = ["cluster", "restored"]
 
 
+def audit_text_filter(regex: str, what: str, **kwargs) -> django_filters.CharFilter:
+    """A text filter of the audit log that refuses what its column never holds (spaces,
+    quotes, brackets), naming what it takes; a well-formed value that matches nothing is an
+    empty list."""
+    return django_filters.CharFilter(
+        validators=[RegexValidator(regex, f"{what}, got %(value)r", code="invalid")], **kwargs
+    )
+
+
 class AuditEventFilterSet(PortalFilterSet):
     """The audit log: ?actor=&action=&target_type=&target_id=&since=&until=, all optional."""
 
-    actor = django_filters.CharFilter(field_name="actor_username", help_text="User name.")
-    action = django_filters.CharFilter(
-        method="filter_action",
-        help_text="An action (request.approve), or a prefix ending in a dot (request.).",
+    actor = audit_text_filter(
+        r"^[\w.@+-]{1,150}\Z",
+        "a user name (letters, digits, '@', '.', '+', '-', '_'; at most 150)",
+        field_name="actor_username",
+        help_text="User name.",
     )
-    target_type = django_filters.CharFilter(help_text="Kind of object acted on, e.g. request.")
-    target_id = django_filters.CharFilter(help_text="Id of the object acted on.")
+    action = audit_text_filter(
+        r"^[A-Za-z0-9_.-]{1,100}\Z",
+        "an action of letters, digits, '_', '-' and '.' (at most 100)",
+        method="filter_action",
+        help_text="An action (request.approval), or a prefix ending in a dot (request.).",
+    )
+    target_type = audit_text_filter(
+        r"^[A-Za-z_][A-Za-z0-9_]{0,99}\Z",
+        "a kind of object such as QuotaRequest",
+        help_text="Kind of object acted on, e.g. QuotaRequest.",
+    )
+    target_id = audit_text_filter(
+        r"^[\w.:@/-]{1,100}\Z",
+        "an id of letters, digits, '_', '.', ':', '@', '/' and '-' (at most 100)",
+        help_text="Id of the object acted on.",
+    )
     since = MomentFilter(
         field_name="created_at",
         lookup_expr="gte",
