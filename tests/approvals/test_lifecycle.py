@@ -26,7 +26,7 @@ from tests.approvals.conftest import new_request
 
 pytestmark = pytest.mark.django_db
 
-# The lifecycle as the product spec (PRODUCT.md) states it, written out here rather than read from the
+# The lifecycle as the product spec states it, written out here rather than read from the
 # code's own table: draft → submitted → approved | rejected | changes_requested; withdrawn by
 # the requester; approved → applying → applied | failed; failed retries; temporary grants →
 # active → expired. Plus: an approved grant waiting for its start may be withdrawn by its
