@@ -18,6 +18,7 @@ RUN pip install --no-cache-dir --no-deps .
 COPY manage.py ./
 COPY templates ./templates
 COPY static ./static
+COPY locale ./locale
 
 RUN DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput \
     && useradd --system --uid 10001 --home /app portal \

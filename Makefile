@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --quiet --generate-hashes --universal \
 	--python-version 3.11 $(UV_ARGS)
 
-.PHONY: run test lint format bench clean lock
+.PHONY: run test lint format bench clean lock messages
 
 # Installs exactly the locked tree (pip refuses anything without a matching hash), then the
 # project itself without letting it pull anything more.
@@ -44,3 +44,14 @@ clean:
 bench: $(STAMP)
 	$(BIN)/python -m bench.bench_sync --namespaces $(or $(NAMESPACES),500)
 	$(BIN)/python -m bench.bench_usage
+
+# Translations: collect every marked string into locale/zh_Hans/LC_MESSAGES/django.po (needs GNU
+# gettext's xgettext/msgmerge), then compile the .mo files in pure Python. Translate the new
+# entries (and clear any "fuzzy" flag) in the .po, run `make messages` again, commit .po and .mo.
+MAKEMESSAGES_IGNORE := --ignore=tests --ignore=bench --ignore=kubesandbox --ignore=deploy \
+	--ignore=var --ignore=staticfiles --ignore=static --ignore=node_modules
+
+messages: $(STAMP)
+	$(BIN)/python manage.py makemessages -l zh_Hans --no-obsolete --add-location=file \
+		$(MAKEMESSAGES_IGNORE)
+	$(BIN)/python manage.py compile_translations

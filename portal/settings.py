@@ -50,6 +50,9 @@ MIDDLEWARE = [
     "portal.middleware.RejectHostileParametersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The language: the language cookie (set by the header's switch), else Accept-Language,
+    # else LANGUAGE_CODE. After sessions, before CommonMiddleware, as Django asks.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -70,6 +73,7 @@ TEMPLATES = [
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "portal.context_processors.roles",
@@ -101,7 +105,22 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
-LANGUAGE_CODE = "en-us"
+# --- Languages ------------------------------------------------------------------------------------
+# English and Simplified Chinese. The browser's Accept-Language picks one, the header's switch
+# overrides it (a cookie); everything else (no header, another language) gets the default, which
+# is also the language of e-mails and of work done outside a request (Celery tasks, commands).
+# The API answers in the same language (Accept-Language); machine-readable codes (rule, field,
+# level, status) never change with it. Catalogues: locale/ (`make messages`).
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LANGUAGE_CODE = env.str("PORTAL_DEFAULT_LANGUAGE", default="en")
+if LANGUAGE_CODE not in dict(LANGUAGES):
+    raise ImproperlyConfigured(
+        f"PORTAL_DEFAULT_LANGUAGE must be one of {', '.join(dict(LANGUAGES))}, "
+        f"got {LANGUAGE_CODE!r}"
+    )
+LOCALE_PATHS = [BASE_DIR / "locale"]
+LANGUAGE_COOKIE_SAMESITE = "Lax"
+LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
 TIME_ZONE = env.str("PORTAL_TIME_ZONE", default="UTC")
 USE_I18N = True
 USE_TZ = True
@@ -311,6 +330,8 @@ KUBE_SANDBOX_CA_FILE = env.str("KUBE_SANDBOX_CA_FILE", default="")
 # `manage.py check --deploy` then passes (tests/portal/test_security_settings.py).
 SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+LANGUAGE_COOKIE_SECURE = SESSION_COOKIE_SECURE
+LANGUAGE_COOKIE_HTTPONLY = True
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"

@@ -9,6 +9,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -18,16 +20,22 @@ from quotas.roles import is_platform_admin
 
 
 class TokenCreateForm(forms.Form):
-    name = forms.CharField(max_length=NAME_MAX_LENGTH, help_text="What the token is for.")
+    name = forms.CharField(
+        label=gettext_lazy("Name"),
+        max_length=NAME_MAX_LENGTH,
+        help_text=gettext_lazy("What the token is for."),
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # The bounds are settings: made per form, not frozen at import.
         self.fields["days"] = forms.IntegerField(
+            label=_("Days"),
             min_value=1,
             max_value=settings.API_TOKEN_MAX_DAYS,
             initial=settings.API_TOKEN_DEFAULT_DAYS,
-            help_text=f"Days until it expires (at most {settings.API_TOKEN_MAX_DAYS}).",
+            help_text=_("Days until it expires (at most %(max)s).")
+            % {"max": settings.API_TOKEN_MAX_DAYS},
         )
 
 
@@ -75,11 +83,14 @@ def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     # Another user's token does not exist for whoever may not see it.
     token = api_tokens_visible_to(request.user).filter(pk=pk).first()
     if token is None:
-        raise Http404(f"token #{pk} does not exist or is not yours")
+        raise Http404(_("Token #%(pk)s does not exist or is not yours.") % {"pk": pk})
     try:
         api_token_revoke(token=token, acting_user=request.user)
     except ApplicationError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"Token {token.label} ({token.name}) revoked.")
+        messages.success(
+            request,
+            _("Token %(label)s (%(name)s) revoked.") % {"label": token.label, "name": token.name},
+        )
     return redirect("tokens")

@@ -3,15 +3,16 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from django.utils.translation import gettext_lazy
 
-from portal import health, token_views
+from portal import favicon, health, token_views
 from portal.api.views import ApiDocs, ApiSchema
 from quotas import views as quota_views
 from quotas import views_suggestions
 from quotas.views_audit import audit_export_csv
 
-admin.site.site_header = "GPU quota portal — administration"
-admin.site.site_title = "GPU quota portal"
+admin.site.site_header = gettext_lazy("GPU quota portal — administration")
+admin.site.site_title = gettext_lazy("GPU quota portal")
 
 urlpatterns = [
     path("", quota_views.home, name="home"),
@@ -19,6 +20,9 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("favicon.ico", favicon.favicon, name="favicon"),
+    # The language switch of the header posts to set_language (/i18n/setlang/).
+    path("i18n/", include("django.conf.urls.i18n")),
     path("tokens/", token_views.token_list, name="tokens"),
     path("tokens/<int:pk>/revoke/", token_views.token_revoke, name="tokens-revoke"),
     path("requests/", include("approvals.urls")),

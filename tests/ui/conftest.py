@@ -61,7 +61,7 @@ def open_session(browser, live_server):
         page.goto("/login/")
         page.fill("#id_username", username)
         page.fill("#id_password", "pw")  # every persona of tests.conftest.make_user
-        page.click("button[type=submit]")
+        page.click("main button[type=submit]")  # the header has buttons too (language)
         page.wait_for_selector(f"[data-testid=current-user]:has-text('{username}')")
         return page
 
