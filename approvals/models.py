@@ -8,8 +8,10 @@ from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Length
 from django.db.models.lookups import LessThanOrEqual
+from django.utils.translation import gettext_lazy as _
 
 from quotas.models.fields import ZERO, amount_field
+from quotas.texts import localized_messages, stored_message
 
 # Free text people type: bounded in the database, the forms and the API alike.
 JUSTIFICATION_MAX_LENGTH = 4000
@@ -18,22 +20,22 @@ COMMENT_MAX_LENGTH = 2000
 
 class QuotaRequest(models.Model):
     class Status(models.TextChoices):
-        DRAFT = "draft", "draft"
-        SUBMITTED = "submitted", "submitted"
-        CHANGES_REQUESTED = "changes_requested", "changes requested"
-        APPROVED = "approved", "approved"
-        REJECTED = "rejected", "rejected"
-        WITHDRAWN = "withdrawn", "withdrawn"
-        REVOKED = "revoked", "revoked"
-        APPLYING = "applying", "applying"
-        APPLIED = "applied", "applied"
-        FAILED = "failed", "failed (retrying)"
-        ACTIVE = "active", "active (temporary)"
-        EXPIRED = "expired", "expired (reverted)"
+        DRAFT = "draft", _("draft")
+        SUBMITTED = "submitted", _("submitted")
+        CHANGES_REQUESTED = "changes_requested", _("changes requested")
+        APPROVED = "approved", _("approved")
+        REJECTED = "rejected", _("rejected")
+        WITHDRAWN = "withdrawn", _("withdrawn")
+        REVOKED = "revoked", _("revoked")
+        APPLYING = "applying", _("applying")
+        APPLIED = "applied", _("applied")
+        FAILED = "failed", _("failed (retrying)")
+        ACTIVE = "active", _("active (temporary)")
+        EXPIRED = "expired", _("expired (reverted)")
 
     class Kind(models.TextChoices):
-        PERMANENT = "permanent", "permanent"
-        TEMPORARY = "temporary", "temporary"
+        PERMANENT = "permanent", _("permanent")
+        TEMPORARY = "temporary", _("temporary")
 
     team = models.ForeignKey("quotas.Team", on_delete=models.PROTECT, related_name="requests")
     # The suggestion this request was made from, if any: one open request per suggestion.
@@ -64,6 +66,8 @@ class QuotaRequest(models.Model):
     approvals_needed = models.PositiveSmallIntegerField(default=1)
     # Why the policy decided as it did (approved automatically, one or two admins, and why).
     policy_reason = models.TextField(blank=True)
+    # The same as msgid and parameters (quotas.texts), to show it in the reader's language.
+    policy_reason_text = models.JSONField(default=dict, blank=True)
     # What validation said at submit and at approval (warnings are kept, errors blocked).
     findings = models.JSONField(default=list, blank=True)
     # The team's allocations (and usage, where known) when the request was submitted.
@@ -101,6 +105,16 @@ class QuotaRequest(models.Model):
     @property
     def is_temporary(self) -> bool:
         return self.kind == self.Kind.TEMPORARY
+
+    @property
+    def localized_findings(self) -> list[dict]:
+        """The stored findings with ``message`` in the reader's (active) language."""
+        return localized_messages(self.findings or [])
+
+    @property
+    def localized_policy_reason(self) -> str:
+        """The stored policy reason in the reader's (active) language."""
+        return stored_message({"message": self.policy_reason, "text": self.policy_reason_text})
 
 
 class RequestLine(models.Model):

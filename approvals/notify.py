@@ -24,9 +24,13 @@ from django.conf import settings
 from django.core.mail import send_mail
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.text import capfirst
+from django.utils.translation import gettext, gettext_noop
+from django.utils.translation import gettext as _
 
 from quotas.audit_anchors import audit_anchor_write
+from quotas.texts import LIST_SEPARATOR
 
 log = logging.getLogger(__name__)
 
@@ -45,29 +49,48 @@ EVENTS: frozenset[str] = frozenset(
 # payload["status"] of a request.decided notification.
 DECISIONS: frozenset[str] = frozenset({"approved", "rejected", "changes_requested"})
 
+# E-mails are written in the portal's default language (PORTAL_DEFAULT_LANGUAGE): the
+# recipients' own is not known. Webhook payloads carry codes, never text to translate.
+
 # What the subject says happened, per event; request.decided uses the decision instead.
 _SUBJECT_VERBS = {
-    "request.submitted": "submitted",
-    "request.applied": "applied to the cluster",
-    "request.failed": "failed to apply",
-    "request.expiring": "expires soon",
-    "request.expired": "expired",
-    "request.withdrawn": "withdrawn by its requester",
-    "request.revoked": "revoked by an admin",
+    "request.submitted": gettext_noop("submitted"),
+    "request.applied": gettext_noop("applied to the cluster"),
+    "request.failed": gettext_noop("failed to apply"),
+    "request.expiring": gettext_noop("expires soon"),
+    "request.expired": gettext_noop("expired"),
+    "request.withdrawn": gettext_noop("withdrawn by its requester"),
+    "request.revoked": gettext_noop("revoked by an admin"),
+}
+_DECISION_VERBS = {
+    "approved": gettext_noop("approved"),
+    "rejected": gettext_noop("rejected"),
+    "changes_requested": gettext_noop("changes requested"),
 }
 # Optional payload keys shown in the e-mail body, in this order, with their labels.
 _BODY_FIELDS = (
-    ("requested_by", "Requested by"),
-    ("decided_by", "Decided by"),
-    ("justification", "Justification"),
-    ("decision_comment", "Comment"),
-    ("comment", "Comment"),
-    ("reason", "Reason"),
-    ("error", "Error"),
-    ("starts_at", "Starts"),
-    ("ends_at", "Ends"),
-    ("expires_at", "Expires"),
+    ("requested_by", gettext_noop("Requested by")),
+    ("decided_by", gettext_noop("Decided by")),
+    ("justification", gettext_noop("Justification")),
+    ("decision_comment", gettext_noop("Comment")),
+    ("comment", gettext_noop("Comment")),
+    ("reason", gettext_noop("Reason")),
+    ("error", gettext_noop("Error")),
+    ("starts_at", gettext_noop("Starts")),
+    ("ends_at", gettext_noop("Ends")),
+    ("expires_at", gettext_noop("Expires")),
 )
+# The values of a line in the body: "guarantee current 6, requested 8".
+_LINE_FIELDS = {
+    "guarantee": gettext_noop("guarantee"),
+    "cap": gettext_noop("cap"),
+    "per_pod_max": gettext_noop("per pod max"),
+}
+_LINE_STAGES = {
+    "current": gettext_noop("current %(value)s"),
+    "requested": gettext_noop("requested %(value)s"),
+    "decided": gettext_noop("decided %(value)s"),
+}
 
 WEBHOOK_MAX_RETRIES = 5  # so at most 6 tries
 EMAIL_MAX_RETRIES = 5
@@ -220,9 +243,11 @@ def send_email_task(event: str, payload: dict, recipients: list[str]) -> None:
     """E-mail one notification (plain text) to the recipients."""
     if not recipients:
         return
+    with translation.override(settings.LANGUAGE_CODE):
+        subject, body = email_subject(event, payload), email_body(event, payload)
     send_mail(
-        subject=email_subject(event, payload),
-        message=email_body(event, payload),
+        subject=subject,
+        message=body,
         from_email=settings.DEFAULT_FROM_EMAIL,
         recipient_list=recipients,
     )
@@ -317,31 +342,38 @@ def send_webhook_task(self, url: str, body_json: str) -> str:
 # --- building the messages -------------------------------------------------------------------
 
 
+def _what_happened(event: str, payload: dict) -> str:
+    """``request #12 approved (team-a)``, with the parts the payload has."""
+    if event == "request.decided":
+        status = str(payload.get("status", "decided"))
+        verb = gettext(_DECISION_VERBS[status]) if status in _DECISION_VERBS else status
+    else:
+        verb = gettext(_SUBJECT_VERBS[event]) if event in _SUBJECT_VERBS else event
+    values = {"id": payload.get("id"), "what": verb, "team": payload.get("team")}
+    if values["id"] is not None and values["team"]:
+        return _("request #%(id)s %(what)s (%(team)s)") % values
+    if values["id"] is not None:
+        return _("request #%(id)s %(what)s") % values
+    if values["team"]:
+        return _("request %(what)s (%(team)s)") % values
+    return _("request %(what)s") % values
+
+
 def email_subject(event: str, payload: dict) -> str:
     """``[GPU quota] request #12 approved (team-a)``, with the parts the payload has."""
-    if event == "request.decided":
-        verb = str(payload.get("status", "decided")).replace("_", " ")
-    else:
-        verb = _SUBJECT_VERBS.get(event, event)
-    subject = "[GPU quota] request"
-    if payload.get("id") is not None:
-        subject += f" #{payload['id']}"
-    subject += f" {verb}"
-    if payload.get("team"):
-        subject += f" ({payload['team']})"
-    return subject
+    return _("[GPU quota] %(what)s") % {"what": _what_happened(event, payload)}
 
 
 def email_body(event: str, payload: dict) -> str:
     """Plain text: what happened, each line's current, requested and decided values, the link."""
-    parts = [email_subject(event, payload).removeprefix("[GPU quota] ").capitalize() + "."]
+    parts = [_("%(what)s.") % {"what": capfirst(_what_happened(event, payload))}]
     lines = payload.get("lines") or []
     if lines:
         parts.append("")
-        parts.append("Lines:")
+        parts.append(_("Lines:"))
         parts.extend(f"- {_describe_line(line)}" for line in lines)
     extras = [
-        f"{label}: {payload[key]}"
+        _("%(label)s: %(value)s") % {"label": gettext(label), "value": payload[key]}
         for key, label in _BODY_FIELDS
         if payload.get(key) not in (None, "")
     ]
@@ -350,9 +382,9 @@ def email_body(event: str, payload: dict) -> str:
         parts.extend(extras)
     if payload.get("url"):
         parts.append("")
-        parts.append(f"Open the request: {payload['url']}")
+        parts.append(_("Open the request: %(url)s") % {"url": payload["url"]})
     parts.append("")
-    parts.append(f"-- \nGPU quota portal ({event})")
+    parts.append("-- \n" + _("GPU quota portal (%(event)s)") % {"event": event})
     return "\n".join(parts) + "\n"
 
 
@@ -363,17 +395,17 @@ def _describe_line(line: dict) -> str:
     """
     where = " / ".join(str(line[k]) for k in ("cluster", "namespace", "resource") if line.get(k))
     values = []
-    for field in ("guarantee", "cap", "per_pod_max"):
+    for field, field_label in _LINE_FIELDS.items():
         known = []
-        for stage in ("current", "requested", "decided"):
+        for stage, stage_label in _LINE_STAGES.items():
             nested = line.get(stage)
             value = nested.get(field) if isinstance(nested, dict) else line.get(f"{stage}_{field}")
             if value is not None:
-                known.append(f"{stage} {value}")
+                known.append(gettext(stage_label) % {"value": value})
         if known:
-            values.append(f"{field.replace('_', ' ')} " + ", ".join(known))
-    where = where or "line"
-    return f"{where}: {'; '.join(values)}" if values else where
+            values.append(f"{gettext(field_label)} " + gettext(", ").join(known))
+    where = where or _("line")
+    return f"{where}: {gettext(LIST_SEPARATOR).join(values)}" if values else where
 
 
 # --- sending ---------------------------------------------------------------------------------

@@ -1,9 +1,16 @@
 """Who must decide a request: pure rules from every field the request changes and the cluster
-policy (thresholds, and the auto-approval budget a team has left)."""
+policy (thresholds, and the auto-approval budget a team has left).
+
+Reasons are :class:`~quotas.texts.Text`: ``PolicyDecision.reason`` is the active language's,
+``reason_english`` the one stored, ``text`` renders it again in the reader's language."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+
+from django.utils.translation import gettext_noop
+
+from quotas.texts import Text
 
 DEFAULT_AUTO_APPROVE_DECREASES = True
 DEFAULT_AUTO_APPROVE_INCREASE_MAX = Decimal(1)
@@ -65,38 +72,73 @@ class LineDelta:
     def guarantee_increase(self) -> Decimal:
         return max(Decimal(0), self.guarantee_after - self.guarantee_before)
 
-    def _widening_items(self) -> list[tuple[str, bool]]:
+    def _widening_items(self) -> list[tuple[Text, bool]]:
         """(what the line allows beyond amounts, whether it outranks the allowed classes)."""
-        found = []
+        found: list[tuple[Text, bool]] = []
         before, after = self.per_pod_max_before, self.per_pod_max_after
         if before is not None and after is None:
-            found.append((f"removes the per-pod max (was {_amount(before)})", False))
-        elif before is not None and after is not None and after > before:
-            found.append(
-                (f"raises the per-pod max from {_amount(before)} to {_amount(after)}", False)
+            text = Text.of(
+                gettext_noop("removes the per-pod max (was %(before)s)"), before=_amount(before)
             )
+            found.append((text, False))
+        elif before is not None and after is not None and after > before:
+            text = Text.of(
+                gettext_noop("raises the per-pod max from %(before)s to %(after)s"),
+                before=_amount(before),
+                after=_amount(after),
+            )
+            found.append((text, False))
         if self.classes_before and not self.classes_after:
             allowed = ", ".join(sorted(self.classes_before))
             above = self._above_allowed()
-            text = f"removes the priority-class restriction (was: {allowed})"
             if above:
-                text += f", allowing {above[0]}{self._outranks(above[0])}"
+                text = Text.of(
+                    gettext_noop(
+                        "removes the priority-class restriction (was: %(allowed)s), "
+                        "allowing %(class)s%(outranks)s"
+                    ),
+                    allowed=allowed,
+                    **{"class": above[0], "outranks": self._outranks(above[0])},
+                )
+            else:
+                text = Text.of(
+                    gettext_noop("removes the priority-class restriction (was: %(allowed)s)"),
+                    allowed=allowed,
+                )
             found.append((text, bool(above)))
         elif self.classes_before:
             for name in sorted(self.classes_after - self.classes_before):
                 outranks = self._outranks(name)
-                found.append((f"adds priority class {name}{outranks}", bool(outranks)))
-        return [(f"{text} on {self.where}" if self.where else text, up) for text, up in found]
+                text = Text.of(
+                    gettext_noop("adds priority class %(class)s%(outranks)s"),
+                    **{"class": name, "outranks": outranks},
+                )
+                found.append((text, bool(outranks)))
+        if not self.where:
+            return found
+        return [
+            (Text.of(gettext_noop("%(change)s on %(where)s"), change=text, where=self.where), up)
+            for text, up in found
+        ]
 
     @property
-    def widenings(self) -> list[str]:
+    def widening_texts(self) -> list[Text]:
         """What the line allows beyond amounts: larger pods, more priority classes."""
         return [text for text, _ in self._widening_items()]
 
     @property
-    def outranking(self) -> list[str]:
+    def widenings(self) -> list[str]:
+        """:attr:`widening_texts` in the active language."""
+        return [str(text) for text in self.widening_texts]
+
+    @property
+    def outranking_texts(self) -> list[Text]:
         """The widenings that allow a class valued above every class allowed now."""
         return [text for text, up in self._widening_items() if up]
+
+    @property
+    def outranking(self) -> list[str]:
+        return [str(text) for text in self.outranking_texts]
 
     def _top_allowed(self) -> tuple[int, str] | None:
         allowed = [(self.class_values[c], c) for c in self.classes_before if c in self.class_values]
@@ -110,7 +152,7 @@ class LineDelta:
         above = [(v, n) for n, v in self.class_values.items() if v > top[0]]
         return [n for _, n in sorted(above, reverse=True)]
 
-    def _outranks(self, name: str) -> str:
+    def _outranks(self, name: str) -> Text | str:
         value = self.class_values.get(name)
         top = self._top_allowed()
         if value is None or top is None:
@@ -118,14 +160,21 @@ class LineDelta:
         top_value, top_name = top
         if value <= top_value:
             return ""
-        return f" (value {value}, above {top_name} {top_value}, the highest it allows now)"
+        return Text.of(
+            gettext_noop(
+                " (value %(value)s, above %(top)s %(top_value)s, the highest it allows now)"
+            ),
+            value=value,
+            top=top_name,
+            top_value=top_value,
+        )
 
     @property
     def is_decrease_only(self) -> bool:
         return (
             self.guarantee_after <= self.guarantee_before
             and self.cap_after <= self.cap_before
-            and not self.widenings
+            and not self._widening_items()
         )
 
 
@@ -133,7 +182,17 @@ class LineDelta:
 class PolicyDecision:
     auto_approve: bool
     approvals_needed: int
-    reason: str
+    text: Text
+
+    @property
+    def reason(self) -> str:
+        """Why, in the active language."""
+        return str(self.text)
+
+    @property
+    def reason_english(self) -> str:
+        """Why, as audit rows and the request store it."""
+        return self.text.english()
 
 
 def decide_policy(
@@ -142,7 +201,7 @@ def decide_policy(
     *,
     plan_has_errors: bool,
     budget_used: Mapping[str, Decimal] | None = None,
-    team: str = "the team",
+    team: str | None = None,
 ) -> PolicyDecision:
     """Auto-approve what is safe, else one admin, or two above the threshold.
 
@@ -153,7 +212,7 @@ def decide_policy(
     what was approved automatically in the policy's period) allows.
     """
     if not lines:
-        return PolicyDecision(False, 1, "nothing to change")
+        return PolicyDecision(False, 1, Text.of(gettext_noop("nothing to change")))
 
     def policy(line: LineDelta) -> PolicyFacts:
         return policies.get(line.cluster, PolicyFacts())
@@ -164,29 +223,47 @@ def decide_policy(
         return PolicyDecision(
             False,
             2,
-            f"an increase of {_amount(biggest.increase)} on {biggest.cluster} is above "
-            f"{_amount(policy(biggest).two_admins_above)}: two admins must approve",
+            Text.of(
+                gettext_noop(
+                    "an increase of %(increase)s on %(cluster)s is above %(threshold)s: "
+                    "two admins must approve"
+                ),
+                increase=_amount(biggest.increase),
+                cluster=biggest.cluster,
+                threshold=_amount(policy(biggest).two_admins_above),
+            ),
         )
-    outranking = [
+    outranking = tuple(
         text
         for line in lines
         if policy(line).two_admins_for_higher_class
-        for text in line.outranking
-    ]
+        for text in line.outranking_texts
+    )
     if outranking:
         return PolicyDecision(
             False,
             2,
-            f"{'; '.join(outranking)}: a higher priority class lets the team preempt others, "
-            "two admins must approve",
+            Text.of(
+                gettext_noop(
+                    "%(changes)s: a higher priority class lets the team preempt others, "
+                    "two admins must approve"
+                ),
+                changes=outranking,
+            ),
         )
     if plan_has_errors:
-        return PolicyDecision(False, 1, "the plan has errors")
-    widenings = [text for line in lines for text in line.widenings]
+        return PolicyDecision(False, 1, Text.of(gettext_noop("the plan has errors")))
+    widenings = tuple(text for line in lines for text in line.widening_texts)
     if widenings:
-        return PolicyDecision(False, 1, f"{'; '.join(widenings)}: a platform admin must approve")
+        return PolicyDecision(
+            False,
+            1,
+            Text.of(gettext_noop("%(changes)s: a platform admin must approve"), changes=widenings),
+        )
     if all(line.is_decrease_only and policy(line).auto_approve_decreases for line in lines):
-        return PolicyDecision(True, 0, "only decreases: approved automatically")
+        return PolicyDecision(
+            True, 0, Text.of(gettext_noop("only decreases: approved automatically"))
+        )
     small = all(
         (line.is_decrease_only and policy(line).auto_approve_decreases)
         or (
@@ -196,7 +273,7 @@ def decide_policy(
         for line in lines
     )
     if not small:
-        return PolicyDecision(False, 1, "one platform admin must approve")
+        return PolicyDecision(False, 1, Text.of(gettext_noop("one platform admin must approve")))
     used = budget_used or {}
     for cluster in sorted({line.cluster for line in lines}):
         facts = policies.get(cluster, PolicyFacts())
@@ -206,21 +283,38 @@ def decide_policy(
             return PolicyDecision(
                 False,
                 1,
-                f"the auto-approval budget of {team} on {cluster} is "
-                f"{_amount(facts.auto_approve_budget)} per {facts.auto_approve_period_days} days; "
-                f"{_amount(spent)} was approved automatically already and this request adds "
-                f"{_amount(asked)}: a platform admin must approve",
+                Text.of(
+                    gettext_noop(
+                        "the auto-approval budget of %(team)s on %(cluster)s is %(budget)s per "
+                        "%(days)s days; %(spent)s was approved automatically already and this "
+                        "request adds %(asked)s: a platform admin must approve"
+                    ),
+                    team=team if team else Text(gettext_noop("the team")),
+                    cluster=cluster,
+                    budget=_amount(facts.auto_approve_budget),
+                    days=facts.auto_approve_period_days,
+                    spent=_amount(spent),
+                    asked=_amount(asked),
+                ),
             )
-    return PolicyDecision(True, 0, "small increase within free capacity: approved automatically")
+    return PolicyDecision(
+        True,
+        0,
+        Text.of(gettext_noop("small increase within free capacity: approved automatically")),
+    )
 
 
-def hold_for_waiting(decision: PolicyDecision, blocked: Sequence[str]) -> PolicyDecision:
+def hold_for_waiting(decision: PolicyDecision, blocked: Sequence[Text | str]) -> PolicyDecision:
     """An auto-approval that would leave requests waiting for an admin unable to fit waits too."""
     if not decision.auto_approve or not blocked:
         return decision
     return PolicyDecision(
         False,
         1,
-        "approving it automatically would leave "
-        f"{'; '.join(blocked)}: a platform admin must decide",
+        Text.of(
+            gettext_noop(
+                "approving it automatically would leave %(blocked)s: a platform admin must decide"
+            ),
+            blocked=tuple(b if isinstance(b, Text) else Text(b) for b in blocked),
+        ),
     )

@@ -18,6 +18,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from approvals import notify
 from approvals.models import Approval, ApprovalPolicy, QuotaRequest, RequestLine
@@ -30,7 +31,12 @@ from approvals.selectors import (
     request_may,
 )
 from approvals.transitions import S, check_transition, lock_request, transition
-from approvals.validation import findings_json, requests_fit_problems, validate_lines
+from approvals.validation import (
+    findings_json,
+    requests_fit_problems,
+    stored_findings,
+    validate_lines,
+)
 from portal.errors import NotAllowed, PermissionDenied, ValidationFailed
 from quotas.audit import audit_record
 from quotas.kube.usage import team_usage_now
@@ -53,6 +59,7 @@ from quotas.services import (
     amount_text,
     cluster_sync_request,
 )
+from quotas.texts import Text
 
 EXPIRY_WARNING = timedelta(days=1)
 
@@ -528,7 +535,7 @@ def _auto_approved_recently(
     return used
 
 
-def _waiting_it_would_block(request: QuotaRequest, lines: list[RequestLine]) -> list[str]:
+def _waiting_it_would_block(request: QuotaRequest, lines: list[RequestLine]) -> list[Text]:
     """Requests waiting for an admin that fit now and would not once this one is applied."""
     raising = [line for line in lines if line.final_guarantee > line.current_guarantee]
     if not raising:
@@ -551,7 +558,11 @@ def _waiting_it_would_block(request: QuotaRequest, lines: list[RequestLine]) -> 
     fitting = [w for w in waiting if not now[w.pk]]
     after = requests_fit_problems(fitting, assuming=lines)
     return [
-        f"request #{w.pk} (waiting for an admin) unable to fit: {after[w.pk][0].message}"
+        Text.of(
+            gettext_noop("request #%(id)s (waiting for an admin) unable to fit: %(problem)s"),
+            id=w.pk,
+            problem=after[w.pk][0].text or after[w.pk][0].message,
+        )
         for w in fitting
         if after[w.pk]
     ]
@@ -599,23 +610,33 @@ def request_submit(
         findings = validate_lines(lines, final=False, exclude_request_id=request.pk)
         _raise_on_errors(findings)
         decision = _policy_decision(request, lines, has_errors=False)
-        request.findings = findings_json(findings)
+        request.findings = stored_findings(findings)
         request.usage_snapshot = _usage_snapshot(request, usage_now)
         request.approvals_needed = max(decision.approvals_needed, 1)
-        request.policy_reason = decision.reason
+        request.policy_reason = decision.reason_english
+        request.policy_reason_text = decision.text.to_json()
         request.save(
-            update_fields=["findings", "usage_snapshot", "approvals_needed", "policy_reason"]
+            update_fields=[
+                "findings",
+                "usage_snapshot",
+                "approvals_needed",
+                "policy_reason",
+                "policy_reason_text",
+            ]
         )
         transition(
             request,
             S.SUBMITTED,
             acting_user=acting_user,
-            extra={"warnings": [f["message"] for f in request.findings], "policy": decision.reason},
+            extra={
+                "warnings": [f["message"] for f in request.findings],
+                "policy": decision.reason_english,
+            },
         )
         if decision.auto_approve:
             request.auto_approved = True
             request.save(update_fields=["auto_approved"])
-            _approve_final(request, lines, acting_user=None, comment=decision.reason)
+            _approve_final(request, lines, acting_user=None, comment=decision.reason_english)
         else:
             _notify(request, "request.submitted")
     return request
@@ -760,13 +781,16 @@ def request_approve(
             # The number of approvals follows the decided values, not the requested ones.
             decision = _policy_decision(request, _lines(request), has_errors=False, auto=False)
             request.approvals_needed = max(decision.approvals_needed, 1)
-            request.policy_reason = policy_reason = decision.reason
+            request.policy_reason = policy_reason = decision.reason_english
+            request.policy_reason_text = decision.text.to_json()
         Approval.objects.create(request=request, admin=acting_user, comment=comment)
         lines = _lines(request)
         findings = validate_lines(lines, final=True, exclude_request_id=request.pk)
         _raise_on_errors(findings)
-        request.findings = findings_json(findings)
-        request.save(update_fields=["findings", "approvals_needed", "policy_reason"])
+        request.findings = stored_findings(findings)
+        request.save(
+            update_fields=["findings", "approvals_needed", "policy_reason", "policy_reason_text"]
+        )
         given = request.approvals.count()
         if given < request.approvals_needed:
             after = {"approvals": given, "needed": request.approvals_needed}
@@ -991,13 +1015,13 @@ def _recheck_as_on_submit(request: QuotaRequest, lines: list[RequestLine]) -> No
     findings = validate_lines(lines, final=False, exclude_request_id=request.pk)
     _raise_on_errors(findings)
     decision = _policy_decision(request, lines, has_errors=False)
-    request.findings = findings_json(findings)
+    request.findings = stored_findings(findings)
     request.approvals_needed = max(decision.approvals_needed, 1)
     request.save(update_fields=["findings", "approvals_needed", "updated_at"])
     if decision.auto_approve:
         request.auto_approved = True
         request.save(update_fields=["auto_approved"])
-        _approve_final(request, lines, acting_user=None, comment=decision.reason)
+        _approve_final(request, lines, acting_user=None, comment=decision.reason_english)
 
 
 # --- scheduled grants: revoke; drafts: delete ----------------------------------------------

@@ -24,6 +24,7 @@ from quotas.rules import (
     check_change,
 )
 from quotas.selectors import allocation_facts, cluster_facts
+from quotas.texts import localized_messages
 from quotas.usage.selectors import typical_daily_peaks
 
 
@@ -195,6 +196,7 @@ def requests_fit_problems(
 
 
 def findings_json(findings: list[Finding]) -> list[dict]:
+    """Findings as JSON, with ``message`` in the active language (answers, errors)."""
     return [
         {
             "level": f.level,
@@ -207,3 +209,20 @@ def findings_json(findings: list[Finding]) -> list[dict]:
         }
         for f in findings
     ]
+
+
+def stored_findings(findings: list[Finding]) -> list[dict]:
+    """Findings as a request stores them: ``message`` in English, and ``text`` (msgid and
+    parameters) to show them in the reader's language later (:func:`localized_findings`)."""
+    stored = findings_json(findings)
+    for row, finding in zip(stored, findings, strict=True):
+        if finding.text is not None:
+            row["message"] = finding.text.english()
+            row["text"] = finding.text.to_json()
+    return stored
+
+
+def localized_findings(stored: Iterable[dict]) -> list[dict]:
+    """Stored findings as :func:`findings_json` gives them: ``message`` in the active language
+    (rendered again from ``text``; a finding stored without one as it was stored)."""
+    return localized_messages(stored)

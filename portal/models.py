@@ -3,6 +3,7 @@
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class WorkerHeartbeat(models.Model):
@@ -63,8 +64,8 @@ class IdempotencyKey(models.Model):
     portal/api/idempotency.py)."""
 
     class State(models.TextChoices):
-        IN_PROGRESS = "in_progress", "in progress"
-        DONE = "done", "done"
+        IN_PROGRESS = "in_progress", _("in progress")
+        DONE = "done", _("done")
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="idempotency_keys"

@@ -17,6 +17,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from portal.errors import NotAllowed, PermissionDenied, ValidationFailed
 from portal.models import ApiToken
@@ -50,21 +51,26 @@ def api_token_create(
     returns the row and the token, which is never shown again."""
     acting_user = acting_user or user
     if acting_user != user and not is_platform_admin(acting_user):
-        raise PermissionDenied("only platform admins create tokens for other users")
+        raise PermissionDenied(_("only platform admins create tokens for other users"))
     name = name.strip()
     if not name:
-        raise ValidationFailed("name must not be empty", field="name")
+        raise ValidationFailed(_("name must not be empty"), field="name")
     if len(name) > NAME_MAX_LENGTH:
         raise ValidationFailed(
-            f"name must be at most {NAME_MAX_LENGTH} characters, got {len(name)}", field="name"
+            _("name must be at most %(max)s characters, got %(length)s")
+            % {"max": NAME_MAX_LENGTH, "length": len(name)},
+            field="name",
         )
     if days is None:
         days = settings.API_TOKEN_DEFAULT_DAYS
     if days <= 0:
-        raise ValidationFailed(f"days must be positive, got {days}", field="days")
+        raise ValidationFailed(
+            _("days must be positive, got %(days)s") % {"days": days}, field="days"
+        )
     if days > settings.API_TOKEN_MAX_DAYS:
         raise ValidationFailed(
-            f"days must be at most {settings.API_TOKEN_MAX_DAYS} (API_TOKEN_MAX_DAYS), got {days}",
+            _("days must be at most %(max)s (API_TOKEN_MAX_DAYS), got %(days)s")
+            % {"max": settings.API_TOKEN_MAX_DAYS, "days": days},
             field="days",
         )
     public_id = _new_public_id()
@@ -96,11 +102,13 @@ def api_tokens_visible_to(user: User) -> QuerySet[ApiToken]:
 def api_token_revoke(*, token: ApiToken, acting_user: User, comment: str = "") -> ApiToken:
     """Revoke a token: its owner may, and platform admins may revoke anyone's."""
     if token.user_id != acting_user.pk and not is_platform_admin(acting_user):
-        raise PermissionDenied("only the token's owner or a platform admin may revoke it")
+        raise PermissionDenied(_("only the token's owner or a platform admin may revoke it"))
     with transaction.atomic():
         token = ApiToken.objects.select_for_update().select_related("user").get(pk=token.pk)
         if token.revoked_at is not None:
-            raise NotAllowed(f"token {token.label} is revoked already", field="token")
+            raise NotAllowed(
+                _("token %(label)s is revoked already") % {"label": token.label}, field="token"
+            )
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
         audit_record(

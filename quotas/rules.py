@@ -14,13 +14,21 @@ guarantee and cap (see ``quotas/kube/render.py``):
 - "ResourceQuota ≥ queue cap": the namespace ResourceQuota and the queue cap are both the cap.
 
 So the backends only change the wording of the guarantee ≤ cap error (what would break where).
+
+Messages are :class:`~quotas.texts.Text` (English msgid + parameters): ``Finding.message`` is
+rendered in the active language when the finding is made, and ``Finding.text`` lets a stored
+finding be shown again in the reader's language.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_UP, Decimal
+
+from django.utils.translation import gettext_noop
+
+from quotas.texts import Text
 
 ERROR = "error"
 WARNING = "warning"
@@ -57,10 +65,22 @@ JUMP_CAPACITY_SHARE = Decimal("0.25")
 
 # What a guarantee above the cap would break on each scheduler backend.
 _BACKEND_GUARANTEE_LE_CAP = {
-    "volcano": "Volcano: capability must be ≥ deserved",
-    "kueue": "Kueue: borrowingLimit = cap - guarantee would be {borrowing}",
-    "yunikorn": "YuniKorn: max must be ≥ guaranteed",
+    "volcano": gettext_noop("Volcano: capability must be ≥ deserved"),
+    "kueue": gettext_noop("Kueue: borrowingLimit = cap - guarantee would be %(borrowing)s"),
+    "yunikorn": gettext_noop("YuniKorn: max must be ≥ guaranteed"),
 }
+# Names of the amount fields in messages (English: the field's own name, as the API spells it).
+FIELD_NAMES = {
+    "guarantee": gettext_noop("guarantee"),
+    "cap": gettext_noop("cap"),
+    "per_pod_max": gettext_noop("per_pod_max"),
+    "capacity": gettext_noop("capacity"),
+}
+
+
+def field_name(name: str) -> Text | str:
+    """The field's name in messages, translated when it is one of the amount fields."""
+    return Text(FIELD_NAMES[name]) if name in FIELD_NAMES else name
 
 
 @dataclass(frozen=True)
@@ -115,10 +135,25 @@ class Finding:
     level: str  # ERROR or WARNING
     rule: str  # one of RULES
     field: str  # "guarantee", "cap", "per_pod_max" or "resource"
-    message: str
+    message: str  # ``text`` in the language active when the finding was made
     cluster: str
     namespace: str  # "" for findings about a whole cluster and resource
     resource: str
+    # The message as msgid and parameters, to render it again in another language.
+    text: Text | None = field(default=None, compare=False)
+
+    @classmethod
+    def of(
+        cls,
+        level: str,
+        rule: str,
+        field: str,
+        text: Text,
+        cluster: str,
+        namespace: str,
+        resource: str,
+    ) -> Finding:
+        return cls(level, rule, field, str(text), cluster, namespace, resource, text)
 
     @property
     def is_error(self) -> bool:
@@ -133,11 +168,22 @@ def fmt(value: Decimal | int) -> str:
     return format(d.normalize(), "f")
 
 
-def whole_number_error(field: str, value: Decimal | None, resource: str) -> str | None:
+def whole_number_text(field: str, value: Decimal | None, resource: str) -> Text | None:
     """The message when an amount of a whole-unit resource has a fraction, else None."""
     if value is None or value == value.to_integral_value():
         return None
-    return f"{field} must be a whole number of {resource}, got {fmt(value)}"
+    return Text.of(
+        gettext_noop("%(field)s must be a whole number of %(resource)s, got %(value)s"),
+        field=field_name(field),
+        resource=resource,
+        value=fmt(value),
+    )
+
+
+def whole_number_error(field: str, value: Decimal | None, resource: str) -> str | None:
+    """:func:`whole_number_text` in the active language."""
+    text = whole_number_text(field, value, resource)
+    return None if text is None else str(text)
 
 
 def has_errors(findings: Iterable[Finding]) -> bool:
@@ -262,8 +308,8 @@ def _peaks_of(cluster: ClusterFacts, usage: Iterable[UsageFacts]) -> dict[tuple[
 # Rules
 
 
-def _finding(level: str, rule: str, field: str, message: str, a: AllocationFacts) -> Finding:
-    return Finding(level, rule, field, message, a.cluster, a.namespace, a.resource)
+def _finding(level: str, rule: str, field: str, text: Text, a: AllocationFacts) -> Finding:
+    return Finding.of(level, rule, field, text, a.cluster, a.namespace, a.resource)
 
 
 def _percent(share: Decimal) -> str:
@@ -282,73 +328,131 @@ def _allocation_findings(
     found: list[Finding] = []
     where = f"{a.namespace} {a.resource}"
 
-    for field, label, value in (("guarantee", "guarantee", a.guarantee), ("cap", "cap", a.cap)):
+    negative = {
+        "guarantee": gettext_noop("guarantee %(value)s for %(where)s must not be negative"),
+        "cap": gettext_noop("cap %(value)s for %(where)s must not be negative"),
+    }
+    for field_, value in (("guarantee", a.guarantee), ("cap", a.cap)):
         if value < 0:
-            message = f"{label} {fmt(value)} for {where} must not be negative"
-            found.append(_finding(ERROR, RULE_NEGATIVE, field, message, a))
+            text = Text.of(negative[field_], value=fmt(value), where=where)
+            found.append(_finding(ERROR, RULE_NEGATIVE, field_, text, a))
     if a.resource in cluster.whole_resources:
-        for field, value in (
+        for field_, value in (
             ("guarantee", a.guarantee),
             ("cap", a.cap),
             ("per_pod_max", a.per_pod_max),
         ):
-            message = whole_number_error(field, value, a.resource)
-            if message:
-                found.append(_finding(ERROR, RULE_WHOLE_UNITS, field, f"{message} ({where})", a))
+            problem = whole_number_text(field_, value, a.resource)
+            if problem:
+                text = Text.of(
+                    gettext_noop("%(problem)s (%(where)s)"), problem=problem, where=where
+                )
+                found.append(_finding(ERROR, RULE_WHOLE_UNITS, field_, text, a))
     if a.per_pod_max is not None and a.per_pod_max <= 0:
-        message = f"per-pod max {fmt(a.per_pod_max)} for {where} must be positive (or empty)"
-        found.append(_finding(ERROR, RULE_PER_POD_MAX_POSITIVE, "per_pod_max", message, a))
+        text = Text.of(
+            gettext_noop("per-pod max %(value)s for %(where)s must be positive (or empty)"),
+            value=fmt(a.per_pod_max),
+            where=where,
+        )
+        found.append(_finding(ERROR, RULE_PER_POD_MAX_POSITIVE, "per_pod_max", text, a))
 
     if a.guarantee > a.cap:
-        message = (
-            f"guarantee {fmt(a.guarantee)} exceeds cap {fmt(a.cap)} for {where} (guarantee ≤ cap)"
-        )
-        consequences = [
-            text.format(borrowing=fmt(a.cap - a.guarantee))
-            for backend, text in _BACKEND_GUARANTEE_LE_CAP.items()
+        consequences = tuple(
+            Text.of(msgid, borrowing=fmt(a.cap - a.guarantee))
+            for backend, msgid in _BACKEND_GUARANTEE_LE_CAP.items()
             if backend in cluster.backends
-        ]
+        )
+        amounts = {"guarantee": fmt(a.guarantee), "cap": fmt(a.cap), "where": where}
         if consequences:
-            message += f" ({'; '.join(consequences)})"
-        found.append(_finding(ERROR, RULE_GUARANTEE_LE_CAP, "guarantee", message, a))
+            text = Text.of(
+                gettext_noop(
+                    "guarantee %(guarantee)s exceeds cap %(cap)s for %(where)s "
+                    "(guarantee ≤ cap) (%(consequences)s)"
+                ),
+                consequences=consequences,
+                **amounts,
+            )
+        else:
+            text = Text.of(
+                gettext_noop(
+                    "guarantee %(guarantee)s exceeds cap %(cap)s for %(where)s (guarantee ≤ cap)"
+                ),
+                **amounts,
+            )
+        found.append(_finding(ERROR, RULE_GUARANTEE_LE_CAP, "guarantee", text, a))
 
     if a.per_pod_max is not None and a.per_pod_max > a.cap:
-        message = (
-            f"per-pod max {fmt(a.per_pod_max)} exceeds cap {fmt(a.cap)} for {where} "
-            "(per-pod max ≤ cap)"
+        text = Text.of(
+            gettext_noop(
+                "per-pod max %(per_pod_max)s exceeds cap %(cap)s for %(where)s (per-pod max ≤ cap)"
+            ),
+            per_pod_max=fmt(a.per_pod_max),
+            cap=fmt(a.cap),
+            where=where,
         )
-        found.append(_finding(ERROR, RULE_PER_POD_MAX_LE_CAP, "per_pod_max", message, a))
+        found.append(_finding(ERROR, RULE_PER_POD_MAX_LE_CAP, "per_pod_max", text, a))
 
     capacity = cluster.capacities.get(a.resource)
     if capacity is None:
         # An allocation zeroed out (e.g. being removed) claims nothing, so it is no error.
         if a.guarantee != 0 or a.cap != 0:
-            message = f"cluster {cluster.name} has no capacity for {a.resource}"
-            found.append(_finding(ERROR, RULE_UNKNOWN_CAPACITY, "resource", message, a))
+            text = Text.of(
+                gettext_noop("cluster %(cluster)s has no capacity for %(resource)s"),
+                cluster=cluster.name,
+                resource=a.resource,
+            )
+            found.append(_finding(ERROR, RULE_UNKNOWN_CAPACITY, "resource", text, a))
     else:
         max_cap = cluster.max_cap_share * capacity
         if a.cap > max_cap:
-            message = (
-                f"cap {fmt(a.cap)} exceeds {_percent(cluster.max_cap_share)} of cluster "
-                f"{cluster.name} capacity {fmt(capacity)} {a.resource} (max {fmt(max_cap)})"
-            )
-            level = ERROR
+            values = {
+                "cap": fmt(a.cap),
+                "share": _percent(cluster.max_cap_share),
+                "cluster": cluster.name,
+                "capacity": fmt(capacity),
+                "resource": a.resource,
+                "max": fmt(max_cap),
+            }
             if baseline is not None and a.cap <= baseline.cap:
                 # Already above the share (e.g. the share or the capacity was lowered since):
                 # a change that does not raise the cap must not be blocked by it.
                 level = WARNING
-                message += f"; not blocking, the cap does not rise (was {fmt(baseline.cap)})"
-            found.append(_finding(level, RULE_CAP_LE_SHARE, "cap", message, a))
+                text = Text.of(
+                    gettext_noop(
+                        "cap %(cap)s exceeds %(share)s of cluster %(cluster)s capacity "
+                        "%(capacity)s %(resource)s (max %(max)s); not blocking, the cap does "
+                        "not rise (was %(was)s)"
+                    ),
+                    was=fmt(baseline.cap),
+                    **values,
+                )
+            else:
+                level = ERROR
+                text = Text.of(
+                    gettext_noop(
+                        "cap %(cap)s exceeds %(share)s of cluster %(cluster)s capacity "
+                        "%(capacity)s %(resource)s (max %(max)s)"
+                    ),
+                    **values,
+                )
+            found.append(_finding(level, RULE_CAP_LE_SHARE, "cap", text, a))
 
     if peak is not None:
         floor = PEAK_SHARE * peak
         if a.guarantee < floor:
-            message = (
-                f"guarantee {fmt(a.guarantee)} is below {_percent(PEAK_SHARE)} of "
-                f"{a.namespace}'s typical daily peak {fmt(peak)} {a.resource} last month "
-                f"({fmt(floor)})"
+            text = Text.of(
+                gettext_noop(
+                    "guarantee %(guarantee)s is below %(share)s of %(namespace)s's typical "
+                    "daily peak %(peak)s %(resource)s last month (%(floor)s)"
+                ),
+                guarantee=fmt(a.guarantee),
+                share=_percent(PEAK_SHARE),
+                namespace=a.namespace,
+                peak=fmt(peak),
+                resource=a.resource,
+                floor=fmt(floor),
             )
-            found.append(_finding(WARNING, RULE_GUARANTEE_BELOW_PEAK, "guarantee", message, a))
+            found.append(_finding(WARNING, RULE_GUARANTEE_BELOW_PEAK, "guarantee", text, a))
     return found
 
 
@@ -361,25 +465,40 @@ def _jump_findings(
 ) -> list[Finding]:
     found: list[Finding] = []
     capacity = cluster.capacities.get(a.resource)
-    for field in ("guarantee", "cap"):
-        new = getattr(a, field)
-        old = getattr(baseline, field) if baseline is not None else ZERO
+    for field_ in ("guarantee", "cap"):
+        new = getattr(a, field_)
+        old = getattr(baseline, field_) if baseline is not None else ZERO
         if new <= old:
             continue
         # A factor needs something to multiply: from zero (or a new allocation) only the
         # absolute rise counts.
         if old > 0 and new > jump_factor * old:
             ratio = (new / old).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
-            message = f"{field} rises from {fmt(old)} to {fmt(new)} (×{fmt(ratio)})"
+            text = Text.of(
+                gettext_noop("%(field)s rises from %(old)s to %(new)s (×%(ratio)s)"),
+                field=field_name(field_),
+                old=fmt(old),
+                new=fmt(new),
+                ratio=fmt(ratio),
+            )
         elif capacity and new - old > JUMP_CAPACITY_SHARE * capacity:
-            message = (
-                f"{field} rises from {fmt(old)} to {fmt(new)} (+{fmt(new - old)}, more than "
-                f"{_percent(JUMP_CAPACITY_SHARE)} of cluster {cluster.name} capacity "
-                f"{fmt(capacity)} {a.resource})"
+            text = Text.of(
+                gettext_noop(
+                    "%(field)s rises from %(old)s to %(new)s (+%(rise)s, more than %(share)s "
+                    "of cluster %(cluster)s capacity %(capacity)s %(resource)s)"
+                ),
+                field=field_name(field_),
+                old=fmt(old),
+                new=fmt(new),
+                rise=fmt(new - old),
+                share=_percent(JUMP_CAPACITY_SHARE),
+                cluster=cluster.name,
+                capacity=fmt(capacity),
+                resource=a.resource,
             )
         else:
             continue
-        found.append(_finding(WARNING, RULE_LARGE_JUMP, field, message, a))
+        found.append(_finding(WARNING, RULE_LARGE_JUMP, field_, text, a))
     return found
 
 
@@ -399,24 +518,35 @@ def _capacity_sum_change(
     old, new = _guaranteed(resource, before), _guaranteed(resource, after)
     if new <= capacity:
         return []
+    values = {"cluster": cluster.name, "resource": resource, "capacity": fmt(capacity)}
     if new > old:
-        free = max(capacity - old, ZERO)
-        message = (
-            f"guarantees on cluster {cluster.name} would sum to {fmt(new)} {resource}, "
-            f"above its capacity {fmt(capacity)} (free to guarantee: {fmt(free)})"
+        text = Text.of(
+            gettext_noop(
+                "guarantees on cluster %(cluster)s would sum to %(new)s %(resource)s, above its "
+                "capacity %(capacity)s (free to guarantee: %(free)s)"
+            ),
+            new=fmt(new),
+            free=fmt(max(capacity - old, ZERO)),
+            **values,
         )
         level = ERROR
     else:
         # Already over-promised; a change that lowers (or keeps) the sum must stay possible.
-        verb = "lowers it to" if new < old else "keeps it at"
-        message = (
-            f"guarantees on cluster {cluster.name} sum to {fmt(old)} {resource}, above its "
-            f"capacity {fmt(capacity)}; this change {verb} {fmt(new)}"
-        )
+        if new < old:
+            msgid = gettext_noop(
+                "guarantees on cluster %(cluster)s sum to %(old)s %(resource)s, above its "
+                "capacity %(capacity)s; this change lowers it to %(new)s"
+            )
+        else:
+            msgid = gettext_noop(
+                "guarantees on cluster %(cluster)s sum to %(old)s %(resource)s, above its "
+                "capacity %(capacity)s; this change keeps it at %(new)s"
+            )
+        text = Text.of(msgid, old=fmt(old), new=fmt(new), **values)
         level = WARNING
     return [
-        Finding(
-            level, RULE_GUARANTEES_LE_CAPACITY, "guarantee", message, cluster.name, "", resource
+        Finding.of(
+            level, RULE_GUARANTEES_LE_CAPACITY, "guarantee", text, cluster.name, "", resource
         )
     ]
 
@@ -430,12 +560,19 @@ def _capacity_sum_plan(
     total = _guaranteed(resource, plan)
     if total <= capacity:
         return []
-    message = (
-        f"guarantees on cluster {cluster.name} sum to {fmt(total)} {resource}, above its "
-        f"capacity {fmt(capacity)} (over by {fmt(total - capacity)})"
+    text = Text.of(
+        gettext_noop(
+            "guarantees on cluster %(cluster)s sum to %(total)s %(resource)s, above its "
+            "capacity %(capacity)s (over by %(over)s)"
+        ),
+        cluster=cluster.name,
+        total=fmt(total),
+        resource=resource,
+        capacity=fmt(capacity),
+        over=fmt(total - capacity),
     )
     return [
-        Finding(
-            ERROR, RULE_GUARANTEES_LE_CAPACITY, "guarantee", message, cluster.name, "", resource
+        Finding.of(
+            ERROR, RULE_GUARANTEES_LE_CAPACITY, "guarantee", text, cluster.name, "", resource
         )
     ]

@@ -10,7 +10,7 @@ from approvals.models import (
     QuotaRequest,
     RequestLine,
 )
-from approvals.validation import findings_json, requests_fit_problems
+from approvals.validation import findings_json, localized_findings, requests_fit_problems
 from quotas.api.serializers import AmountField
 
 AMOUNT = {"max_digits": 14, "decimal_places": 3}
@@ -129,6 +129,13 @@ class RequestSerializer(serializers.ModelSerializer):
             "fits_plan",
             "lines",
         ]
+
+    def to_representation(self, instance: QuotaRequest) -> dict:
+        data = super().to_representation(instance)
+        # Stored in English with their msgid: answered in the language asked for.
+        data["findings"] = localized_findings(instance.findings or [])
+        data["policy_reason"] = instance.localized_policy_reason
+        return data
 
     @extend_schema_field(FitsPlanSerializer(allow_null=True))
     def get_fits_plan(self, request: QuotaRequest) -> dict | None:

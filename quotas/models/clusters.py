@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from quotas.models.fields import (
     ZERO,
@@ -19,14 +20,14 @@ from quotas.rules import whole_number_error
 
 class Cluster(models.Model):
     class Environment(models.TextChoices):
-        TEST = "test", "Test"
-        STAGING = "staging", "Staging"
-        PRODUCTION = "production", "Production"
+        TEST = "test", _("Test")
+        STAGING = "staging", _("Staging")
+        PRODUCTION = "production", _("Production")
 
     class Connection(models.TextChoices):
-        KUBECONFIG = "kubeconfig", "kubeconfig file and context"
-        IN_CLUSTER = "in_cluster", "in-cluster service account"
-        SANDBOX = "sandbox", "sandbox API server (demo and tests)"
+        KUBECONFIG = "kubeconfig", _("kubeconfig file and context")
+        IN_CLUSTER = "in_cluster", _("in-cluster service account")
+        SANDBOX = "sandbox", _("sandbox API server (demo and tests)")
 
     name = models.SlugField(max_length=63, unique=True, validators=[dns1123_label_validator])
     display_name = models.CharField(max_length=200, blank=True)
@@ -50,9 +51,9 @@ class Cluster(models.Model):
     yunikorn_enabled = models.BooleanField("YuniKorn", default=False)
 
     class SyncMode(models.TextChoices):
-        ENFORCE = "enforce", "enforce: write changes, restore drift"
-        REPORT_ONLY = "report_only", "report only: write changes, report drift without restoring"
-        SHADOW = "shadow", "shadow: compute and report, write nothing"
+        ENFORCE = "enforce", _("enforce: write changes, restore drift")
+        REPORT_ONLY = "report_only", _("report only: write changes, report drift without restoring")
+        SHADOW = "shadow", _("shadow: compute and report, write nothing")
 
     sync_mode = models.CharField(max_length=12, choices=SyncMode.choices, default=SyncMode.ENFORCE)
     kueue_cohort = models.CharField(
@@ -146,12 +147,12 @@ class Resource(models.Model):
     """A schedulable resource name with its unit and how quotas express it."""
 
     class Kind(models.TextChoices):
-        GPU = "gpu", "whole GPU"
-        MIG = "mig", "MIG slice"
-        VGPU_MEMORY = "vgpu_memory", "vGPU memory (HAMi)"
-        VGPU_CORES = "vgpu_cores", "vGPU cores (HAMi)"
-        CPU = "cpu", "CPU"
-        MEMORY = "memory", "memory"
+        GPU = "gpu", _("whole GPU")
+        MIG = "mig", _("MIG slice")
+        VGPU_MEMORY = "vgpu_memory", _("vGPU memory (HAMi)")
+        VGPU_CORES = "vgpu_cores", _("vGPU cores (HAMi)")
+        CPU = "cpu", _("CPU")
+        MEMORY = "memory", _("memory")
 
     name = models.CharField(max_length=253, unique=True, validators=[resource_name_validator])
     display_name = models.CharField(max_length=200)

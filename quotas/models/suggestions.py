@@ -2,16 +2,17 @@
 computed from one month of usage, with the figures behind them (see quotas/usage/suggest.py)."""
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from quotas.models.fields import amount_field
 
 
 class Suggestion(models.Model):
     class Confidence(models.TextChoices):
-        HIGH = "high", "high"
-        MEDIUM = "medium", "medium"
-        LOW = "low", "low (thin data)"
-        NONE = "none", "none (no usage data)"
+        HIGH = "high", _("high")
+        MEDIUM = "medium", _("medium")
+        LOW = "low", _("low (thin data)")
+        NONE = "none", _("none (no usage data)")
 
     cluster = models.ForeignKey(
         "quotas.Cluster", on_delete=models.CASCADE, related_name="suggestions"

@@ -3,15 +3,16 @@ results, the objects the portal manages, drift found on them, and the per-cluste
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class SyncRequest(models.Model):
     """Outbox row: written in the same transaction as the change that needs a sync."""
 
     class Status(models.TextChoices):
-        PENDING = "pending", "pending"
-        DONE = "done", "done"
-        FAILED = "failed", "failed (retried by the reconciler)"
+        PENDING = "pending", _("pending")
+        DONE = "done", _("done")
+        FAILED = "failed", _("failed (retried by the reconciler)")
 
     cluster = models.ForeignKey("quotas.Cluster", on_delete=models.CASCADE, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -41,16 +42,16 @@ class SyncRun(models.Model):
     """One pass over a cluster: what was compared, written, pruned, and how it ended."""
 
     class Status(models.TextChoices):
-        RUNNING = "running", "running"
-        SUCCEEDED = "succeeded", "succeeded"
-        FAILED = "failed", "failed"
-        SKIPPED = "skipped", "skipped (another sync holds the cluster)"
+        RUNNING = "running", _("running")
+        SUCCEEDED = "succeeded", _("succeeded")
+        FAILED = "failed", _("failed")
+        SKIPPED = "skipped", _("skipped (another sync holds the cluster)")
 
     class Trigger(models.TextChoices):
-        CHANGE = "change", "approved change"
-        RECONCILE = "reconcile", "periodic reconcile"
-        MANUAL = "manual", "manual"
-        PREVIEW = "preview", "preview (dry run)"
+        CHANGE = "change", _("approved change")
+        RECONCILE = "reconcile", _("periodic reconcile")
+        MANUAL = "manual", _("manual")
+        PREVIEW = "preview", _("preview (dry run)")
 
     cluster = models.ForeignKey(
         "quotas.Cluster", on_delete=models.CASCADE, related_name="sync_runs"
@@ -83,16 +84,16 @@ class SyncObjectResult(models.Model):
     shadowed or failed; unchanged ones are only counted in SyncRun.counts."""
 
     class Action(models.TextChoices):
-        CREATED = "created", "created"
-        UPDATED = "updated", "updated"
-        DELETED = "deleted", "deleted (pruned)"
-        UNCHANGED = "unchanged", "unchanged"
-        DRIFT_RESTORED = "drift_restored", "drift restored"
-        DRIFT_REPORTED = "drift_reported", "drift reported (not restored)"
-        SHADOW = "shadow", "would change (shadow mode)"
-        FENCED = "fenced", "skipped: a newer sync wrote it"
-        ORPHANED = "orphaned", "no longer wanted, kept (namespaces are never deleted)"
-        ERROR = "error", "error"
+        CREATED = "created", _("created")
+        UPDATED = "updated", _("updated")
+        DELETED = "deleted", _("deleted (pruned)")
+        UNCHANGED = "unchanged", _("unchanged")
+        DRIFT_RESTORED = "drift_restored", _("drift restored")
+        DRIFT_REPORTED = "drift_reported", _("drift reported (not restored)")
+        SHADOW = "shadow", _("would change (shadow mode)")
+        FENCED = "fenced", _("skipped: a newer sync wrote it")
+        ORPHANED = "orphaned", _("no longer wanted, kept (namespaces are never deleted)")
+        ERROR = "error", _("error")
 
     run = models.ForeignKey(SyncRun, on_delete=models.CASCADE, related_name="results")
     api_version = models.CharField(max_length=100)

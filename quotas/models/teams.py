@@ -3,6 +3,7 @@
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
+from django.utils.translation import gettext_lazy as _
 
 from quotas.models.fields import dns1123_label_validator
 
@@ -49,8 +50,8 @@ class Team(models.Model):
 
 class TeamMembership(models.Model):
     class Role(models.TextChoices):
-        LEAD = "lead", "Team lead"
-        MEMBER = "member", "Member"
+        LEAD = "lead", _("Team lead")
+        MEMBER = "member", _("Member")
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(
@@ -72,9 +73,9 @@ class TeamNamespace(models.Model):
     """One Kubernetes namespace of a team on one cluster."""
 
     class WorkloadClass(models.TextChoices):
-        INFERENCE = "inference", "Inference"
-        TRAINING = "training", "Training"
-        DEV = "dev", "Development"
+        INFERENCE = "inference", _("Inference")
+        TRAINING = "training", _("Training")
+        DEV = "dev", _("Development")
 
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="namespaces")
     cluster = models.ForeignKey(

@@ -10,6 +10,7 @@ figure is computed.
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from quotas.models.fields import ZERO, amount_field
 
@@ -21,9 +22,9 @@ DEFAULT_GPU_MEMORY_QUERY = "sum by ({label}) (DCGM_FI_DEV_FB_USED)"
 
 
 class UsageSource(models.TextChoices):
-    CLUSTER = "cluster", "cluster (pods read from the Kubernetes API)"
-    PROMETHEUS = "prometheus", "Prometheus"
-    CSV = "csv", "CSV import"
+    CLUSTER = "cluster", _("cluster (pods read from the Kubernetes API)")
+    PROMETHEUS = "prometheus", _("Prometheus")
+    CSV = "csv", _("CSV import")
 
 
 class UsageSample(models.Model):
