@@ -6,6 +6,8 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 
 from approvals.models import Approval, ApprovalPolicy, QuotaRequest, RequestLine
 from approvals.selectors import request_preview
@@ -64,6 +66,7 @@ class QuotaRequestAdmin(admin.ModelAdmin):
         "auto_approved",
         "ends_at",
     ]
+    list_select_related = ["team", "requested_by"]
     list_filter = ["status", "kind", "auto_approved", "team"]
     search_fields = ["justification", "team__slug", "requested_by__username"]
     inlines = [RequestLineInline, ApprovalInline]
@@ -101,7 +104,7 @@ class QuotaRequestAdmin(admin.ModelAdmin):
             clusters, error = {}, str(exc)
         context = {
             **self.admin_site.each_context(request),
-            "title": f"Preview of request #{quota_request.pk}",
+            "title": _("Preview of request #%(id)s") % {"id": quota_request.pk},
             "quota_request": quota_request,
             "clusters": clusters,
             "error": error,
@@ -115,27 +118,35 @@ class QuotaRequestAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    def _each(self, request, queryset, action, done: str) -> None:
+    def _each(self, request, queryset, action, done) -> None:
+        """``done(count)``: the message saying how many requests the action changed."""
         ok = 0
         for quota_request in queryset:
             try:
                 action(quota_request)
                 ok += 1
             except ApplicationError as exc:
-                messages.error(request, f"request #{quota_request.pk}: {exc.message}")
+                messages.error(
+                    request,
+                    _("request #%(id)s: %(problem)s")
+                    % {"id": quota_request.pk, "problem": exc.message},
+                )
         if ok:
-            messages.success(request, f"{ok} request(s) {done}.")
+            messages.success(request, done(ok))
 
-    @admin.action(description="Approve (as requested)", permissions=["change"])
+    @admin.action(description=gettext_lazy("Approve (as requested)"), permissions=["change"])
     def approve(self, request, queryset):
         self._each(
             request,
             queryset,
             lambda r: request_approve(request=r, acting_user=request.user, comment="Django admin"),
-            "approved",
+            lambda n: (
+                ngettext("%(count)d request approved.", "%(count)d requests approved.", n)
+                % {"count": n}
+            ),
         )
 
-    @admin.action(description="Reject", permissions=["change"])
+    @admin.action(description=gettext_lazy("Reject"), permissions=["change"])
     def reject(self, request, queryset):
         self._each(
             request,
@@ -143,10 +154,13 @@ class QuotaRequestAdmin(admin.ModelAdmin):
             lambda r: request_reject(
                 request=r, acting_user=request.user, comment="rejected in Django admin"
             ),
-            "rejected",
+            lambda n: (
+                ngettext("%(count)d request rejected.", "%(count)d requests rejected.", n)
+                % {"count": n}
+            ),
         )
 
-    @admin.action(description="Ask for changes", permissions=["change"])
+    @admin.action(description=gettext_lazy("Ask for changes"), permissions=["change"])
     def ask_for_changes(self, request, queryset):
         self._each(
             request,
@@ -154,7 +168,14 @@ class QuotaRequestAdmin(admin.ModelAdmin):
             lambda r: request_changes(
                 request=r, acting_user=request.user, comment="changes asked in Django admin"
             ),
-            "sent back for changes",
+            lambda n: (
+                ngettext(
+                    "%(count)d request sent back for changes.",
+                    "%(count)d requests sent back for changes.",
+                    n,
+                )
+                % {"count": n}
+            ),
         )
 
 
@@ -167,6 +188,7 @@ class ApprovalPolicyAdmin(admin.ModelAdmin):
         "two_admins_above",
         "two_admins_for_higher_class",
     ]
+    list_select_related = ["cluster"]
     autocomplete_fields = ["cluster"]
 
     def save_model(self, request, obj, form, change):
@@ -186,6 +208,7 @@ class RequestLineAdmin(admin.ModelAdmin):
         "requested_cap",
         "decided_cap",
     ]
+    list_select_related = ["request", "team_namespace__cluster", "resource"]
     list_filter = ["resource", "team_namespace__cluster"]
     search_fields = ["team_namespace__name", "request__justification"]
 
@@ -202,6 +225,7 @@ class RequestLineAdmin(admin.ModelAdmin):
 @admin.register(Approval)
 class ApprovalAdmin(admin.ModelAdmin):
     list_display = ["request", "admin", "created_at", "comment"]
+    list_select_related = ["request", "admin"]
     search_fields = ["admin__username", "comment"]
 
     def get_readonly_fields(self, request, obj=None):

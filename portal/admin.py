@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.utils.translation import gettext_lazy
 
 from portal.models import ApiToken, IdempotencyKey, WorkerHeartbeat
 from portal.tokens import api_token_revoke
@@ -25,6 +26,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
         "last_used_at",
         "revoked_at",
     ]
+    list_select_related = ["user"]
     list_filter = ["revoked_at"]
     search_fields = ["name", "public_id", "user__username"]
     fields = ["name", "user", "label", "created_at", "expires_at", "last_used_at", "revoked_at"]
@@ -36,7 +38,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None) -> bool:
         return False
 
-    @admin.action(description="Revoke the selected tokens", permissions=["delete"])
+    @admin.action(description=gettext_lazy("Revoke the selected tokens"), permissions=["delete"])
     def revoke(self, request, queryset):
         for token in queryset.filter(revoked_at__isnull=True):
             api_token_revoke(token=token, acting_user=request.user, comment="revoked in the admin")
@@ -50,6 +52,7 @@ class IdempotencyKeyAdmin(admin.ModelAdmin):
     a retry with it run again."""
 
     list_display = ["key", "user", "method", "path", "state", "response_status", "created_at"]
+    list_select_related = ["user"]
     list_filter = ["state", "method"]
     search_fields = ["key", "user__username", "path"]
     readonly_fields = [f.name for f in IdempotencyKey._meta.fields]

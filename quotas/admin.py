@@ -14,6 +14,8 @@ from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 
 from portal.errors import ApplicationError
 from quotas.kube.client import KubeError
@@ -184,7 +186,7 @@ class ClusterAdmin(admin.ModelAdmin):
             changes, error = [], str(exc)
         context = {
             **self.admin_site.each_context(request),
-            "title": f"Preview of a sync of {cluster.name}",
+            "title": _("Preview of a sync of %(cluster)s") % {"cluster": cluster.name},
             "cluster": cluster,
             "changes": changes,
             "error": error,
@@ -192,29 +194,51 @@ class ClusterAdmin(admin.ModelAdmin):
         }
         return TemplateResponse(request, "admin/quotas/cluster_preview.html", context)
 
-    @admin.action(description="Sync now", permissions=["change"])
+    @admin.action(description=gettext_lazy("Sync now"), permissions=["change"])
     def sync_now(self, request, queryset):
         for cluster in queryset:
             with transaction.atomic():
                 cluster_sync_request(cluster=cluster, acting_user=request.user, reason="sync now")
-        messages.info(request, f"Sync requested for {queryset.count()} cluster(s).")
+        count = queryset.count()
+        messages.info(
+            request,
+            ngettext(
+                "Sync requested for %(count)d cluster.",
+                "Sync requested for %(count)d clusters.",
+                count,
+            )
+            % {"count": count},
+        )
 
     def _set_mode(self, request, queryset, mode: str) -> None:
         for cluster in queryset:
             cluster_set_sync_mode(
                 cluster=cluster, mode=mode, acting_user=request.user, comment="Django admin"
             )
-        messages.info(request, f"Sync mode set to {mode} for {queryset.count()} cluster(s).")
+        count = queryset.count()
+        messages.info(
+            request,
+            ngettext(
+                "Sync mode set to %(mode)s for %(count)d cluster.",
+                "Sync mode set to %(mode)s for %(count)d clusters.",
+                count,
+            )
+            % {"mode": mode, "count": count},
+        )
 
-    @admin.action(description="Mode: enforce (write, restore drift)", permissions=["change"])
+    @admin.action(
+        description=gettext_lazy("Mode: enforce (write, restore drift)"), permissions=["change"]
+    )
     def mode_enforce(self, request, queryset):
         self._set_mode(request, queryset, Cluster.SyncMode.ENFORCE)
 
-    @admin.action(description="Mode: report only (write, report drift)", permissions=["change"])
+    @admin.action(
+        description=gettext_lazy("Mode: report only (write, report drift)"), permissions=["change"]
+    )
     def mode_report_only(self, request, queryset):
         self._set_mode(request, queryset, Cluster.SyncMode.REPORT_ONLY)
 
-    @admin.action(description="Mode: shadow (write nothing)", permissions=["change"])
+    @admin.action(description=gettext_lazy("Mode: shadow (write nothing)"), permissions=["change"])
     def mode_shadow(self, request, queryset):
         self._set_mode(request, queryset, Cluster.SyncMode.SHADOW)
 
@@ -298,6 +322,7 @@ class ClusterCapacityForm(ServiceErrorsForm):
 class ClusterCapacityAdmin(DeleteThroughServiceMixin, admin.ModelAdmin):
     form = ClusterCapacityForm
     list_display = ["cluster", "resource", "capacity"]
+    list_select_related = ["cluster", "resource"]
     list_filter = ["cluster", "resource"]
     search_fields = ["cluster__name", "resource__name"]
     autocomplete_fields = ["cluster", "resource"]
@@ -356,6 +381,7 @@ class TeamMembershipInline(admin.TabularInline):
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "parent", "contact_email"]
+    list_select_related = ["parent"]
     list_filter = ["parent"]
     search_fields = ["slug", "name", "memberships__user__username"]
     autocomplete_fields = ["parent"]
@@ -365,6 +391,7 @@ class TeamAdmin(admin.ModelAdmin):
 @admin.register(TeamMembership)
 class TeamMembershipAdmin(admin.ModelAdmin):
     list_display = ["user", "team", "role"]
+    list_select_related = ["user", "team"]
     list_filter = ["role", "team"]
     search_fields = ["user__username", "user__email", "team__slug"]
     autocomplete_fields = ["user", "team"]
@@ -373,6 +400,7 @@ class TeamMembershipAdmin(admin.ModelAdmin):
 @admin.register(TeamNamespace)
 class TeamNamespaceAdmin(admin.ModelAdmin):
     list_display = ["name", "cluster", "team", "workload_class", "shadow"]
+    list_select_related = ["cluster", "team"]
     list_filter = ["cluster", "workload_class", "shadow", "team__parent"]
     search_fields = ["name", "team__slug", "team__name"]
     autocomplete_fields = ["team", "cluster"]
@@ -382,12 +410,17 @@ class TeamNamespaceAdmin(admin.ModelAdmin):
     # Deleting a namespace would delete its allocations and their history: Django's delete
     # views refuse it because allocations cannot be deleted here (see AllocationAdmin).
 
-    @admin.action(description="Shadow: compute but do not write (canary)", permissions=["change"])
+    @admin.action(
+        description=gettext_lazy("Shadow: compute but do not write (canary)"),
+        permissions=["change"],
+    )
     def shadow_on(self, request, queryset):
         for ns in queryset:
             team_namespace_set_shadow(team_namespace=ns, shadow=True, acting_user=request.user)
 
-    @admin.action(description="Leave shadow: write this namespace", permissions=["change"])
+    @admin.action(
+        description=gettext_lazy("Leave shadow: write this namespace"), permissions=["change"]
+    )
     def shadow_off(self, request, queryset):
         for ns in queryset:
             team_namespace_set_shadow(team_namespace=ns, shadow=False, acting_user=request.user)
@@ -425,6 +458,7 @@ class AllocationAdmin(admin.ModelAdmin):
         "version",
         "updated_at",
     ]
+    list_select_related = ["team_namespace__cluster", "resource"]
     list_filter = ["team_namespace__cluster", "resource", "team_namespace__workload_class"]
     search_fields = ["team_namespace__name", "team_namespace__team__slug", "resource__name"]
     readonly_fields = [f.name for f in Allocation._meta.fields]
@@ -445,6 +479,11 @@ class AllocationAdmin(admin.ModelAdmin):
 @admin.register(AllocationVersion)
 class AllocationVersionAdmin(admin.ModelAdmin):
     list_display = ["allocation", "version", "guarantee", "cap", "changed_at", "changed_by"]
+    list_select_related = [
+        "allocation__team_namespace__cluster",
+        "allocation__resource",
+        "changed_by",
+    ]
     list_filter = ["allocation__team_namespace__cluster", "allocation__resource"]
     search_fields = ["allocation__team_namespace__name", "reason", "source"]
     readonly_fields = [f.name for f in AllocationVersion._meta.fields]
@@ -503,6 +542,7 @@ class SyncRunAdmin(ReadOnlyAdmin):
         "counts",
         "generation",
     ]
+    list_select_related = ["cluster"]
     list_filter = ["cluster", "status", "trigger", "mode"]
     search_fields = ["cluster__name", "error", "worker"]
     readonly_fields = [f.name for f in SyncRun._meta.fields]
@@ -521,6 +561,7 @@ class SyncRequestAdmin(ReadOnlyAdmin):
         "attempts",
         "completed_at",
     ]
+    list_select_related = ["cluster", "requested_by"]
     list_filter = ["status", "cluster"]
     search_fields = ["reason", "last_error", "cluster__name"]
     readonly_fields = [f.name for f in SyncRequest._meta.fields]
@@ -529,6 +570,7 @@ class SyncRequestAdmin(ReadOnlyAdmin):
 @admin.register(DriftEvent)
 class DriftEventAdmin(ReadOnlyAdmin):
     list_display = ["detected_at", "cluster", "kind", "namespace", "name", "restored", "changes"]
+    list_select_related = ["cluster"]
     list_filter = ["cluster", "kind", "restored"]
     search_fields = ["namespace", "name"]
     readonly_fields = [f.name for f in DriftEvent._meta.fields]
@@ -538,6 +580,7 @@ class DriftEventAdmin(ReadOnlyAdmin):
 @admin.register(ManagedObject)
 class ManagedObjectAdmin(ReadOnlyAdmin):
     list_display = ["cluster", "kind", "namespace", "name", "generation", "applied_at"]
+    list_select_related = ["cluster"]
     list_filter = ["cluster", "kind"]
     search_fields = ["namespace", "name"]
     readonly_fields = [f.name for f in ManagedObject._meta.fields]
@@ -564,6 +607,7 @@ class AuditEventAdmin(ReadOnlyAdmin):
 @admin.register(SyncLease)
 class SyncLeaseAdmin(ReadOnlyAdmin):
     list_display = ["cluster", "holder", "expires_at", "epoch"]
+    list_select_related = ["cluster"]
     readonly_fields = [f.name for f in SyncLease._meta.fields]
 
 
@@ -576,6 +620,7 @@ class AuditChainHeadAdmin(ReadOnlyAdmin):
 @admin.register(SyncObjectResult)
 class SyncObjectResultAdmin(ReadOnlyAdmin):
     list_display = ["run", "action", "kind", "namespace", "name"]
+    list_select_related = ["run__cluster"]
     list_filter = ["action", "kind", "run__cluster"]
     search_fields = ["namespace", "name", "error"]
     readonly_fields = [f.name for f in SyncObjectResult._meta.fields]

@@ -65,5 +65,6 @@ class UsageDailyAdmin(_ReadOnly):
 @admin.register(PrometheusSource)
 class PrometheusSourceAdmin(admin.ModelAdmin):
     list_display = ["cluster", "url", "enabled", "namespace_label", "collected_until"]
+    list_select_related = ["cluster"]
     readonly_fields = ["collected_until"]
     autocomplete_fields = ["cluster"]

@@ -21,7 +21,7 @@ class SuggestionAdmin(admin.ModelAdmin):
     ]
     list_filter = ["cluster", "month", "confidence", "resource"]
     search_fields = ["team_namespace__name", "team_namespace__team__slug"]
-    list_select_related = ["cluster", "team_namespace", "resource"]
+    list_select_related = ["cluster", "team_namespace__cluster", "resource"]
     readonly_fields = [f.name for f in Suggestion._meta.fields]
 
     def has_add_permission(self, request, obj=None):
