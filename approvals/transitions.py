@@ -6,6 +6,7 @@ Every move locks the row, checks the table, saves and writes the audit event in 
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from approvals.models import QuotaRequest
 from portal.errors import NotAllowed
@@ -38,10 +39,15 @@ def allowed_from(target: str) -> list[str]:
 
 def check_transition(request: QuotaRequest, target: str) -> None:
     if target not in ALLOWED.get(request.status, frozenset()):
-        sources = ", ".join(S(s).label for s in allowed_from(target)) or "nowhere"
+        sources = ", ".join(str(S(s).label) for s in allowed_from(target)) or _("nowhere")
         raise NotAllowed(
-            f"request #{request.pk} is {S(request.status).label}; it cannot become "
-            f"{S(target).label} (only from: {sources})",
+            _("request #%(id)s is %(status)s; it cannot become %(target)s (only from: %(sources)s)")
+            % {
+                "id": request.pk,
+                "status": S(request.status).label,
+                "target": S(target).label,
+                "sources": sources,
+            },
             field="status",
             extra={"status": request.status, "target": target},
         )

@@ -5,9 +5,11 @@ the active language."""
 from decimal import Decimal
 
 import pytest
+from django.core import mail
 from django.utils import translation
 
 from approvals.models import QuotaRequest
+from approvals.notify import send_email_task
 from approvals.validation import localized_findings, stored_findings
 from quotas.rules import AllocationFacts, ClusterFacts, PlanChange, check_change
 from quotas.texts import Text
@@ -128,3 +130,15 @@ def test_a_request_submitted_in_chinese_stores_english_and_shows_each_reader_her
     with translation.override("zh-hans"):
         assert request.localized_policy_reason == "需要一名平台管理员批准"
         assert "保障量从 2 提高到 5" in request.localized_findings[-1]["message"]
+
+
+def test_emails_are_written_in_the_default_language(settings):
+    payload = {"id": 4, "team": "team-b", "url": "http://portal.example/requests/4/"}
+    with translation.override("zh-hans"):  # the language of whoever triggered it: not used
+        send_email_task.apply(args=("request.applied", payload, ["x@example.com"]))
+    settings.LANGUAGE_CODE = "zh-hans"  # PORTAL_DEFAULT_LANGUAGE=zh-hans
+    send_email_task.apply(args=("request.applied", payload, ["x@example.com"]))
+    english, chinese = mail.outbox
+    assert english.subject == "[GPU quota] request #4 applied to the cluster (team-b)"
+    assert chinese.subject == "[GPU 配额] 申请 #4 已应用到集群（team-b）"  # noqa: RUF001
+    assert "查看申请：http://portal.example/requests/4/" in chinese.body  # noqa: RUF001
