@@ -7,14 +7,10 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from approvals.approval_policies import approval_policy_save
+from approvals.lifecycle import request_approve, request_changes, request_reject
 from approvals.models import Approval, ApprovalPolicy, QuotaRequest, RequestLine
 from approvals.selectors import request_preview
-from approvals.services import (
-    approval_policy_save,
-    request_approve,
-    request_changes,
-    request_reject,
-)
 from portal.errors import ApplicationError
 from quotas.kube.client import KubeError
 

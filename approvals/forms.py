@@ -1,15 +1,15 @@
-"""Forms of the request pages: they parse input only; the rules live in approvals.services."""
+"""Forms of the request pages: they parse input only; the rules live in approvals.lifecycle."""
 
 from django import forms
 from django.forms import formset_factory
 
+from approvals.lifecycle import KEEP, Decision, LineInput
 from approvals.models import (
     COMMENT_MAX_LENGTH,
     JUSTIFICATION_MAX_LENGTH,
     QuotaRequest,
     RequestLine,
 )
-from approvals.services import KEEP, Decision, LineInput
 from quotas.models import ClusterCapacity, PriorityClass, Team, TeamNamespace
 
 # Lines one request may hold in the form (more are refused, naming the limit).

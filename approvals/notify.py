@@ -1,6 +1,7 @@
 """Notifications on quota request events: e-mail and signed webhooks, sent after the commit.
 
-The rest of the portal calls :func:`notify` only; the Celery tasks here do the sending. Webhook
+The lifecycle calls :func:`notify_request` (a request's event: its payload and who is told), which
+calls :func:`notify`; nothing else sends. The Celery tasks here do the sending. Webhook
 receivers check ``X-Portal-Signature: t=<unix time>,id=<delivery id>,v1=<hex HMAC-SHA256 of
 "t.id.body">`` with :func:`verify_signature` (or its equivalent: README) and de-duplicate on the
 signed delivery id: a delivery may arrive more than once (``acks_late``, retries), always with the
@@ -21,12 +22,16 @@ from urllib.request import HTTPRedirectHandler, Request, build_opener
 
 from celery import shared_task
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.mail import send_mail
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.utils import timezone
 
+from approvals.lines import lines_json
+from approvals.models import QuotaRequest
 from quotas.audit_anchors import audit_anchor_write
+from quotas.models import TeamMembership
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +203,53 @@ def verify_signature(
     except WebhookSignatureError:
         return False
     return True
+
+
+# --- what a request's notification says, and to whom -----------------------------------------
+
+
+def request_payload(request: QuotaRequest) -> dict:
+    return {
+        "id": request.pk,
+        "team": request.team.slug,
+        "status": request.status,
+        "kind": request.kind,
+        "requested_by": request.requested_by.username,
+        "justification": request.justification,
+        "starts_at": request.starts_at.isoformat() if request.starts_at else None,
+        "ends_at": request.ends_at.isoformat() if request.ends_at else None,
+        "decision_comment": request.decision_comment,
+        "auto_approved": request.auto_approved,
+        "lines": lines_json(request),
+        "url": f"{settings.PORTAL_BASE_URL.rstrip('/')}/requests/{request.pk}/",
+    }
+
+
+def _recipients(request: QuotaRequest, event: str) -> list[str]:
+    admins = (
+        User.objects.filter(is_active=True).filter(groups__name="platform-admins")
+        | User.objects.filter(is_active=True, is_superuser=True)
+    ).values_list("email", flat=True)
+    leads = TeamMembership.objects.filter(
+        team=request.team, role=TeamMembership.Role.LEAD, user__is_active=True
+    ).values_list("user__email", flat=True)
+    if event == "request.submitted":
+        emails = list(admins)
+    elif event == "request.withdrawn":
+        # The admins were asked (or gave capacity to a scheduled grant); the leads see it go.
+        emails = [*admins, request.requested_by.email, *leads]
+    else:
+        emails = [request.requested_by.email, *leads]
+    return sorted({e for e in emails if e})
+
+
+def notify_request(request: QuotaRequest, event: str, **extra) -> None:
+    """Queued for after the commit: a rolled-back decision notifies nobody."""
+    notify(
+        event=event,
+        payload={**request_payload(request), **extra},
+        recipients=_recipients(request, event),
+    )
 
 
 # --- tasks -----------------------------------------------------------------------------------

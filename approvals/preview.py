@@ -2,7 +2,7 @@
 of a submit (or, for a submitted request, of its approval), and the cluster objects it would
 change (dry-run writes, for admins and auditors).
 
-The checks are the services' own (``_build_lines``, ``validate_lines``, ``_policy_decision``),
+The checks are the lifecycle's own (``request_create``, ``validate_lines``, ``policy_decision``),
 run inside a transaction that is always rolled back, so a preview and a submit can never
 disagree and a preview leaves nothing behind.
 """
@@ -14,7 +14,9 @@ from datetime import datetime
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from approvals import services
+from approvals import lifecycle
+from approvals.approval_policies import policy_decision
+from approvals.lines import ordered_lines, refresh_current
 from approvals.models import QuotaRequest, RequestLine
 from approvals.policy import PolicyDecision
 from approvals.selectors import allocation_changes, lines_preview, request_base_changes
@@ -58,13 +60,13 @@ class _RollBack(Exception):
 
 def _judge(request: QuotaRequest) -> tuple[RequestCheck, dict]:
     """Inside the caller's (rolled back) transaction: the check, and the cluster changes."""
-    stale = request_base_changes(services._lines(request))  # before current_* move to now
-    services._refresh_current(request)
-    lines = services._lines(request)
+    stale = request_base_changes(ordered_lines(request))  # before current_* move to now
+    refresh_current(request)
+    lines = ordered_lines(request)
     as_submit = request.status in _AS_ON_SUBMIT
     findings = validate_lines(lines, final=not as_submit, exclude_request_id=request.pk)
     has_errors = any(f.is_error for f in findings)
-    decision = services._policy_decision(request, lines, has_errors=has_errors, auto=as_submit)
+    decision = policy_decision(request, lines, has_errors=has_errors, auto=as_submit)
     check = RequestCheck(
         judged_as="submit" if as_submit else "approve",
         findings=findings,
@@ -107,7 +109,7 @@ def request_draft_check(
     team: Team,
     acting_user: User,
     justification: str,
-    lines: Iterable[services.LineInput],
+    lines: Iterable[lifecycle.LineInput],
     kind: str = QuotaRequest.Kind.PERMANENT,
     starts_at: datetime | None = None,
     ends_at: datetime | None = None,
@@ -117,7 +119,7 @@ def request_draft_check(
     result: list = []
     try:
         with transaction.atomic():
-            draft = services.request_create(
+            draft = lifecycle.request_create(
                 team=team,
                 acting_user=acting_user,
                 justification=justification,

@@ -3,8 +3,8 @@ services as any other, so it is validated and approved like any other."""
 
 from django.contrib.auth.models import User
 
+from approvals.lifecycle import LineInput, request_create
 from approvals.models import QuotaRequest
-from approvals.services import LineInput, request_create
 from quotas.models import Allocation, Suggestion
 from quotas.rules import fmt
 

@@ -47,10 +47,6 @@ def check_transition(request: QuotaRequest, target: str) -> None:
         )
 
 
-def lock_request(request_id: int) -> QuotaRequest:
-    return QuotaRequest.objects.select_for_update().get(pk=request_id)
-
-
 def transition(
     request: QuotaRequest,
     target: str,

@@ -26,6 +26,18 @@ from approvals.forms import (
     line_formset,
     line_initial,
 )
+from approvals.grants import request_revoke
+from approvals.lifecycle import (
+    request_approve,
+    request_changes,
+    request_create,
+    request_delete,
+    request_rebase,
+    request_reject,
+    request_revise,
+    request_submit,
+    request_withdraw,
+)
 from approvals.models import QuotaRequest, RequestLine
 from approvals.selectors import (
     EDITABLE,
@@ -34,18 +46,6 @@ from approvals.selectors import (
     request_may,
     request_preview,
     requests_visible_to,
-)
-from approvals.services import (
-    request_approve,
-    request_changes,
-    request_create,
-    request_delete,
-    request_rebase,
-    request_reject,
-    request_revise,
-    request_revoke,
-    request_submit,
-    request_withdraw,
 )
 from approvals.validation import requests_fit_problems
 from portal.errors import ApplicationError

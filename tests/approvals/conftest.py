@@ -3,7 +3,7 @@ tests/conftest.py."""
 
 from django.utils import timezone
 
-from approvals.services import LineInput, request_create
+from approvals.lifecycle import LineInput, request_create
 
 
 def new_request(user, ns, gpu, guarantee, cap, *, kind="permanent", ends_in=None, **kwargs):

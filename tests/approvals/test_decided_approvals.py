@@ -3,8 +3,8 @@ asked, enough to need two admins, gives the first of two approvals (service, API
 
 import pytest
 
+from approvals.lifecycle import Decision, request_approve, request_submit
 from approvals.models import ApprovalPolicy, QuotaRequest
-from approvals.services import Decision, request_approve, request_submit
 from portal.errors import PermissionDenied
 from quotas.models import Allocation, AuditEvent
 from tests.approvals.conftest import new_request

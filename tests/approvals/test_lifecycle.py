@@ -5,8 +5,7 @@ from decimal import Decimal
 import pytest
 from django.db import transaction
 
-from approvals.models import QuotaRequest
-from approvals.services import (
+from approvals.lifecycle import (
     Decision,
     LineInput,
     request_approve,
@@ -19,7 +18,9 @@ from approvals.services import (
     request_withdraw,
     requests_follow_syncs,
 )
-from approvals.transitions import S, lock_request, transition
+from approvals.locks import lock_request
+from approvals.models import QuotaRequest
+from approvals.transitions import S, transition
 from portal.errors import NotAllowed, PermissionDenied, ValidationFailed
 from quotas.models import Allocation, AuditEvent, SyncRequest
 from tests.approvals.conftest import new_request

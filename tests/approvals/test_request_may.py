@@ -8,9 +8,9 @@ edit form to anyone who could see the request (an auditor, a member), only for t
 
 import pytest
 
+from approvals.lifecycle import LineInput, request_revise
 from approvals.models import QuotaRequest
 from approvals.selectors import request_actions_for, request_may
-from approvals.services import LineInput, request_revise
 from portal.errors import PermissionDenied
 from quotas.models import TeamMembership
 from tests.approvals.conftest import new_request

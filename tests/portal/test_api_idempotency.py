@@ -9,7 +9,7 @@ import pytest
 from django.db import connection, connections
 from django.utils import timezone
 
-from approvals import services
+from approvals import lifecycle
 from approvals.models import QuotaRequest
 from portal.api import idempotency
 from portal.models import IdempotencyKey
@@ -138,14 +138,14 @@ def test_every_api_write_takes_the_key():
 
 def _slow_create(monkeypatch, seconds: float) -> list:
     calls = []
-    real = services.request_create
+    real = lifecycle.request_create
 
     def slow(**kwargs):
         calls.append(1)
         time.sleep(seconds)
         return real(**kwargs)
 
-    monkeypatch.setattr(services, "request_create", slow)
+    monkeypatch.setattr(lifecycle, "request_create", slow)
     return calls
 
 

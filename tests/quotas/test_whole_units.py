@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 from django.core.exceptions import ValidationError
 
-from approvals.services import Decision, request_approve, request_submit
+from approvals.lifecycle import Decision, request_approve, request_submit
 from portal.errors import ValidationFailed
 from quotas.models import Allocation, ClusterCapacity, Resource
 from quotas.rules import RULE_WHOLE_UNITS, AllocationFacts, check_plan
