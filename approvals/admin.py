@@ -11,7 +11,7 @@ from approvals.approval_policies import approval_policy_save
 from approvals.lifecycle import request_approve, request_changes, request_reject
 from approvals.models import Approval, ApprovalPolicy, QuotaRequest, RequestLine
 from approvals.selectors import request_preview
-from portal.errors import ApplicationError
+from common.errors import ApplicationError
 from quotas.kube.client import KubeError
 
 

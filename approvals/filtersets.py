@@ -4,7 +4,7 @@
 import django_filters
 
 from approvals.models import QuotaRequest
-from portal.filtersets import PortalFilterSet, StrictBooleanFilter, one_of
+from common.filtersets import PortalFilterSet, StrictBooleanFilter, one_of
 from quotas.filtersets import cluster_filter, team_filter
 from quotas.roles import is_platform_admin
 

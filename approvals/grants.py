@@ -18,7 +18,7 @@ from approvals.permissions import require_platform_admin
 from approvals.selectors import allocation_values_now, line_base_values
 from approvals.transitions import S, transition
 from approvals.validation import validate_lines
-from portal.errors import ValidationFailed
+from common.errors import ValidationFailed
 from quotas.audit import audit_record
 from quotas.models import Allocation
 from quotas.services import allocation_set, allocation_values_check, cluster_sync_request

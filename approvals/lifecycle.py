@@ -47,7 +47,7 @@ from approvals.selectors import (
 )
 from approvals.transitions import S, check_transition, transition
 from approvals.validation import findings_json, validate_lines
-from portal.errors import NotAllowed, PermissionDenied, ValidationFailed
+from common.errors import NotAllowed, PermissionDenied, ValidationFailed
 from quotas.audit import audit_record
 from quotas.kube.usage import team_usage_now
 from quotas.models import Allocation, Resource, Suggestion, SyncRequest, Team, TeamNamespace

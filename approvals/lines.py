@@ -6,7 +6,7 @@ from decimal import Decimal
 
 from approvals.models import QuotaRequest, RequestLine
 from approvals.validation import findings_json
-from portal.errors import ValidationFailed
+from common.errors import ValidationFailed
 from quotas.models import Allocation, PriorityClass
 from quotas.services import amount_text
 

@@ -5,7 +5,7 @@ from django.contrib.auth.models import User
 
 from approvals.models import QuotaRequest
 from approvals.selectors import request_may
-from portal.errors import PermissionDenied
+from common.errors import PermissionDenied
 from quotas.roles import is_platform_admin
 
 

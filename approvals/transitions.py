@@ -8,7 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.models import QuotaRequest
-from portal.errors import NotAllowed
+from common.errors import NotAllowed
 from quotas.audit import audit_record
 
 S = QuotaRequest.Status

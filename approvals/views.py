@@ -48,7 +48,7 @@ from approvals.selectors import (
     requests_visible_to,
 )
 from approvals.validation import requests_fit_problems
-from portal.errors import ApplicationError
+from common.errors import ApplicationError
 from quotas.kube.client import KubeError
 from quotas.models import (
     Allocation,

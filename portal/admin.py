@@ -1,6 +1,7 @@
 from django.contrib import admin
 
-from portal.models import ApiToken, IdempotencyKey, WorkerHeartbeat
+from common.api.idempotency import IdempotencyKey
+from portal.models import ApiToken, WorkerHeartbeat
 from portal.tokens import api_token_revoke
 
 

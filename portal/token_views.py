@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
-from portal.errors import ApplicationError
+from common.errors import ApplicationError
 from portal.tokens import NAME_MAX_LENGTH, api_token_create, api_token_revoke, api_tokens_visible_to
 from quotas.roles import is_platform_admin
 

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from portal.errors import NotAllowed, PermissionDenied, ValidationFailed
+from common.errors import NotAllowed, PermissionDenied, ValidationFailed
 from portal.models import ApiToken
 from quotas.audit import audit_record
 from quotas.roles import is_platform_admin

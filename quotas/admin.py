@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from portal.errors import ApplicationError
+from common.errors import ApplicationError
 from quotas.kube.client import KubeError
 from quotas.kube.status import cluster_backend_problems
 from quotas.kube.sync import cluster_preview

@@ -7,7 +7,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F, Sum
 
-from portal.errors import ValidationFailed
+from common.errors import ValidationFailed
 from quotas.audit import audit_record
 from quotas.models import (
     Allocation,

@@ -11,7 +11,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.dateparse import parse_date
 
-from portal.errors import ValidationFailed
+from common.errors import ValidationFailed
 from quotas.filtersets import SuggestionFilterSet
 from quotas.models import AllocationVersion, Cluster
 from quotas.rules import fmt

@@ -18,8 +18,8 @@ from approvals.api.etags import request_etag, request_if_match
 from approvals.api.serializers import LineInputSerializer, RequestSerializer
 from approvals.api.views import RequestDetail, _line_inputs, _visible_request
 from approvals.models import JUSTIFICATION_MAX_LENGTH
-from portal.api.idempotency import IdempotentMixin
-from portal.api.schema import api_errors
+from common.api.idempotency import IdempotentMixin
+from common.api.schema import api_errors
 from quotas.kube.usage import team_usage_now
 
 

@@ -26,10 +26,10 @@ from approvals.filtersets import RequestFilterSet
 from approvals.models import Approval, QuotaRequest, RequestLine
 from approvals.selectors import requests_visible_to
 from approvals.validation import requests_fit_problems
-from portal.api.idempotency import IdempotentMixin
-from portal.api.pagination import ApiPagination
-from portal.api.schema import api_errors
-from portal.errors import ValidationFailed
+from common.api.idempotency import IdempotentMixin
+from common.api.pagination import ApiPagination
+from common.api.schema import api_errors
+from common.errors import ValidationFailed
 from quotas.models import Resource, Team
 from quotas.selectors import namespaces_visible_to, teams_visible_to
 

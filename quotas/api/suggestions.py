@@ -16,8 +16,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.api.pagination import ApiPagination
-from portal.errors import ValidationFailed
+from common.api.pagination import ApiPagination
+from common.errors import ValidationFailed
 from quotas.api.serializers import AmountField
 from quotas.filtersets import SuggestionFilterSet
 from quotas.models import Cluster, Suggestion

@@ -5,7 +5,7 @@ import pytest
 
 from approvals.lifecycle import Decision, request_approve, request_submit
 from approvals.models import ApprovalPolicy, QuotaRequest
-from portal.errors import PermissionDenied
+from common.errors import PermissionDenied
 from quotas.models import Allocation, AuditEvent
 from tests.approvals.conftest import new_request
 from tests.approvals.test_api import as_user

@@ -6,7 +6,7 @@ from rest_framework.test import APIClient
 
 from approvals.lifecycle import LineInput, request_create, request_delete, request_revise
 from approvals.models import QuotaRequest, RequestLine
-from portal.errors import NotAllowed, PermissionDenied, ValidationFailed
+from common.errors import NotAllowed, PermissionDenied, ValidationFailed
 from quotas.models import AuditEvent
 from tests.approvals.conftest import new_request
 from tests.approvals.test_views import line_data

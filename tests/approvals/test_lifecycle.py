@@ -21,7 +21,7 @@ from approvals.lifecycle import (
 from approvals.locks import lock_request
 from approvals.models import QuotaRequest
 from approvals.transitions import S, transition
-from portal.errors import NotAllowed, PermissionDenied, ValidationFailed
+from common.errors import NotAllowed, PermissionDenied, ValidationFailed
 from quotas.models import Allocation, AuditEvent, SyncRequest
 from tests.approvals.conftest import new_request
 

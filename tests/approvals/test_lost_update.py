@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from approvals.lifecycle import Decision, request_approve, request_rebase, request_submit
 from approvals.models import QuotaRequest
-from portal.errors import NotAllowed, PermissionDenied, ValidationFailed
+from common.errors import NotAllowed, PermissionDenied, ValidationFailed
 from quotas.models import Allocation, AuditEvent
 from tests.approvals.conftest import new_request
 

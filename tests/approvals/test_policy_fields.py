@@ -9,7 +9,7 @@ import pytest
 
 from approvals.lifecycle import LineInput, request_create, request_submit
 from approvals.models import QuotaRequest
-from portal.errors import ValidationFailed
+from common.errors import ValidationFailed
 from quotas.models import Allocation, PriorityClass
 from quotas.services import allocation_set
 from tests.approvals.test_api import as_user

@@ -25,7 +25,7 @@ from approvals.lifecycle import (
     requests_follow_syncs,
 )
 from approvals.models import QuotaRequest
-from portal.errors import ApplicationError
+from common.errors import ApplicationError
 from quotas.models import Allocation, AuditEvent, SyncRequest, Team, TeamNamespace
 from quotas.services import allocation_set
 from tests.approvals.conftest import new_request

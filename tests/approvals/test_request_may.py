@@ -11,7 +11,7 @@ import pytest
 from approvals.lifecycle import LineInput, request_revise
 from approvals.models import QuotaRequest
 from approvals.selectors import request_actions_for, request_may
-from portal.errors import PermissionDenied
+from common.errors import PermissionDenied
 from quotas.models import TeamMembership
 from tests.approvals.conftest import new_request
 from tests.conftest import make_user

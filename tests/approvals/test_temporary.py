@@ -132,7 +132,7 @@ def test_grant_with_a_later_start_waits_then_applies(plan, lead_c, gpu, admin, s
 
 
 def test_scheduled_grants_count_against_capacity(plan, lead_c, lead_a, gpu, admin, strict_policy):
-    from portal.errors import ValidationFailed
+    from common.errors import ValidationFailed
 
     starts = timezone.now() + timedelta(hours=2)
     request = new_request(
@@ -175,7 +175,7 @@ def _scheduled_grant(plan, lead_c, gpu, admin, guarantee=6, cap=6):
 
 
 def test_a_grant_starting_too_far_ahead_is_refused_naming_the_field(plan, lead_c, gpu, settings):
-    from portal.errors import ValidationFailed
+    from common.errors import ValidationFailed
 
     settings.TEMPORARY_GRANT_MAX_START_DAYS = 30
     with pytest.raises(ValidationFailed) as err:
@@ -195,7 +195,7 @@ def test_a_grant_starting_too_far_ahead_is_refused_naming_the_field(plan, lead_c
 
 
 def test_a_grant_lasting_too_long_is_refused_naming_the_field(plan, lead_c, gpu, settings):
-    from portal.errors import ValidationFailed
+    from common.errors import ValidationFailed
 
     settings.TEMPORARY_GRANT_MAX_DAYS = 10
     starts = timezone.now() + timedelta(days=5)
@@ -277,7 +277,7 @@ def test_an_admin_revokes_a_scheduled_grant_audited(
     plan, lead_c, lead_a, gpu, admin, strict_policy
 ):
     from approvals.grants import request_revoke
-    from portal.errors import PermissionDenied, ValidationFailed
+    from common.errors import PermissionDenied, ValidationFailed
 
     grant = _scheduled_grant(plan, lead_c, gpu, admin)
     with pytest.raises(PermissionDenied):
@@ -303,7 +303,7 @@ def test_an_admin_revokes_a_scheduled_grant_audited(
 
 def test_a_started_grant_is_not_revoked(plan, lead_c, gpu, admin, strict_policy):
     from approvals.grants import request_revoke
-    from portal.errors import NotAllowed
+    from common.errors import NotAllowed
 
     grant = _scheduled_grant(plan, lead_c, gpu, admin, guarantee=3, cap=4)
     requests_start_due(now=timezone.now() + timedelta(days=3))

@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from approvals import lifecycle
 from approvals.models import QuotaRequest
-from portal.api import idempotency
-from portal.models import IdempotencyKey
+from common.api import idempotency
+from common.api.idempotency import IdempotencyKey
 from quotas.models import AuditEvent
 from tests.approvals.test_api import as_user, body
 

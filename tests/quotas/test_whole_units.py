@@ -8,7 +8,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from approvals.lifecycle import Decision, request_approve, request_submit
-from portal.errors import ValidationFailed
+from common.errors import ValidationFailed
 from quotas.models import Allocation, ClusterCapacity, Resource
 from quotas.rules import RULE_WHOLE_UNITS, AllocationFacts, check_plan
 from quotas.selectors import cluster_facts

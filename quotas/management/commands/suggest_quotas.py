@@ -4,7 +4,7 @@ suggestions of one cluster from one month of usage; ``--month`` defaults to last
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from portal.errors import ValidationFailed
+from common.errors import ValidationFailed
 from quotas.models import Cluster, Suggestion
 from quotas.rules import fmt
 from quotas.usage.suggestions import parse_month, previous_month, suggestions_compute
