@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from approvals.locks import lock_approval_policy
 from approvals.models import ApprovalPolicy, QuotaRequest, RequestLine
 from approvals.permissions import require_platform_admin
 from approvals.policy import LineDelta, PolicyFacts, decide_policy, hold_for_waiting
@@ -161,7 +162,7 @@ def approval_policy_save(*, policy: ApprovalPolicy, acting_user: User) -> Approv
     with transaction.atomic():
         before = None
         if policy.pk:
-            old = ApprovalPolicy.objects.select_for_update().get(pk=policy.pk)
+            old = lock_approval_policy(policy.pk)
             before = state(old)
         policy.full_clean()
         policy.save()

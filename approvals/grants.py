@@ -20,7 +20,7 @@ from approvals.transitions import S, transition
 from approvals.validation import validate_lines
 from common.errors import ValidationFailed
 from quotas.audit import audit_record
-from quotas.models import Allocation
+from quotas.locks import lock_allocation
 from quotas.services import allocation_set, allocation_values_check, cluster_sync_request
 
 EXPIRY_WARNING = timedelta(days=1)
@@ -228,11 +228,7 @@ def _revert(request: QuotaRequest) -> list[str]:
     notes = []
     clusters = {}
     for line in ordered_lines(request):
-        allocation = (
-            Allocation.objects.select_for_update()
-            .filter(team_namespace=line.team_namespace, resource=line.resource)
-            .first()
-        )
+        allocation = lock_allocation(team_namespace=line.team_namespace, resource=line.resource)
         if allocation is None:
             continue
         if allocation.version == line.applied_version:

@@ -30,7 +30,6 @@ from approvals.lines import (
     shown,
 )
 from approvals.locks import (
-    lock_capacity_pairs,
     lock_for_submit,
     lock_request,
     lock_request_allocations,
@@ -50,6 +49,7 @@ from approvals.validation import findings_json, validate_lines
 from common.errors import NotAllowed, PermissionDenied, ValidationFailed
 from quotas.audit import audit_record
 from quotas.kube.usage import team_usage_now
+from quotas.locks import lock_capacities, lock_suggestion
 from quotas.models import Allocation, Resource, Suggestion, SyncRequest, Team, TeamNamespace
 from quotas.roles import is_platform_admin
 from quotas.services import (
@@ -256,7 +256,7 @@ _SUGGESTION_REUSABLE = (S.REJECTED, S.WITHDRAWN, S.REVOKED)
 
 def _refuse_second_request_from(suggestion: Suggestion) -> None:
     """Locks the suggestion (first in the lock order) so two clicks at once make one request."""
-    Suggestion.objects.select_for_update().filter(pk=suggestion.pk).first()
+    lock_suggestion(suggestion.pk)
     earlier = (
         QuotaRequest.objects.filter(suggestion=suggestion)
         .exclude(status__in=_SUGGESTION_REUSABLE)
@@ -299,7 +299,7 @@ def request_revise(
                     pk__in={line.team_namespace_id for line in lines}
                 ).values_list("pk", "cluster_id")
             )
-            lock_capacity_pairs(
+            lock_capacities(
                 set(request.lines.values_list("team_namespace__cluster_id", "resource_id"))
                 | {
                     (namespace_clusters[line.team_namespace_id], line.resource_id)
