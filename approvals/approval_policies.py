@@ -21,9 +21,9 @@ from approvals.permissions import require_platform_admin
 from approvals.policy import LineDelta, PolicyFacts, decide_policy, hold_for_waiting
 from approvals.transitions import S
 from approvals.validation import requests_fit_problems
+from common.amounts import format_amount
 from quotas.audit import audit_record
 from quotas.models import PriorityClass
-from quotas.services import amount_text
 
 
 def policy_facts(cluster_ids: Iterable[int]) -> dict[str, PolicyFacts]:
@@ -151,7 +151,7 @@ def approval_policy_save(*, policy: ApprovalPolicy, acting_user: User) -> Approv
     fields = [f.name for f in ApprovalPolicy._meta.concrete_fields if not f.primary_key]
 
     def shown(value):
-        return amount_text(value) if isinstance(value, Decimal) else value
+        return format_amount(value) if isinstance(value, Decimal) else value
 
     def state(obj: ApprovalPolicy) -> dict:
         return {

@@ -46,18 +46,14 @@ from approvals.selectors import (
 )
 from approvals.transitions import S, check_transition, transition
 from approvals.validation import findings_json, validate_lines
+from common.amounts import format_amount
 from common.errors import NotAllowed, PermissionDenied, ValidationFailed
 from quotas.audit import audit_record
 from quotas.kube.usage import team_usage_now
 from quotas.locks import lock_capacities, lock_suggestion
 from quotas.models import Allocation, Resource, Suggestion, SyncRequest, Team, TeamNamespace
 from quotas.roles import is_platform_admin
-from quotas.services import (
-    allocation_set,
-    allocation_values_check,
-    amount_text,
-    cluster_sync_request,
-)
+from quotas.services import allocation_set, allocation_values_check, cluster_sync_request
 
 
 class Keep(Enum):
@@ -348,8 +344,8 @@ def _usage_snapshot(request: QuotaRequest, usage_now: dict) -> dict:
                 "cluster": a.team_namespace.cluster.name,
                 "namespace": a.team_namespace.name,
                 "resource": a.resource.name,
-                "guarantee": amount_text(a.guarantee),
-                "cap": amount_text(a.cap),
+                "guarantee": format_amount(a.guarantee),
+                "cap": format_amount(a.cap),
             }
             for a in allocations
         ],

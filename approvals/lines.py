@@ -6,9 +6,9 @@ from decimal import Decimal
 
 from approvals.models import QuotaRequest, RequestLine
 from approvals.validation import findings_json
+from common.amounts import format_amount
 from common.errors import ValidationFailed
 from quotas.models import Allocation, PriorityClass
-from quotas.services import amount_text
 
 
 def ordered_lines(request: QuotaRequest) -> list[RequestLine]:
@@ -16,7 +16,7 @@ def ordered_lines(request: QuotaRequest) -> list[RequestLine]:
 
 
 def lines_json(request: QuotaRequest) -> list[dict]:
-    amount = amount_text
+    amount = format_amount
     return [
         {
             "namespace": line.team_namespace.name,

@@ -5,6 +5,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from common.amounts import format_amount
+
 DEFAULT_AUTO_APPROVE_DECREASES = True
 DEFAULT_AUTO_APPROVE_INCREASE_MAX = Decimal(1)
 DEFAULT_TWO_ADMINS_ABOVE = Decimal(4)
@@ -15,10 +17,6 @@ DEFAULT_AUTO_APPROVE_PERIOD_DAYS = 30
 # A class valued above every class the allocation allows lets the team preempt (or jump the
 # queue of) other teams: by default as weighty as a large increase.
 DEFAULT_TWO_ADMINS_FOR_HIGHER_CLASS = True
-
-
-def _amount(value: Decimal) -> str:
-    return "0" if value == 0 else f"{value.normalize():f}"
 
 
 @dataclass(frozen=True)
@@ -70,10 +68,14 @@ class LineDelta:
         found = []
         before, after = self.per_pod_max_before, self.per_pod_max_after
         if before is not None and after is None:
-            found.append((f"removes the per-pod max (was {_amount(before)})", False))
+            found.append((f"removes the per-pod max (was {format_amount(before)})", False))
         elif before is not None and after is not None and after > before:
             found.append(
-                (f"raises the per-pod max from {_amount(before)} to {_amount(after)}", False)
+                (
+                    f"raises the per-pod max from {format_amount(before)} "
+                    f"to {format_amount(after)}",
+                    False,
+                )
             )
         if self.classes_before and not self.classes_after:
             allowed = ", ".join(sorted(self.classes_before))
@@ -164,8 +166,8 @@ def decide_policy(
         return PolicyDecision(
             False,
             2,
-            f"an increase of {_amount(biggest.increase)} on {biggest.cluster} is above "
-            f"{_amount(policy(biggest).two_admins_above)}: two admins must approve",
+            f"an increase of {format_amount(biggest.increase)} on {biggest.cluster} is above "
+            f"{format_amount(policy(biggest).two_admins_above)}: two admins must approve",
         )
     outranking = [
         text
@@ -207,9 +209,10 @@ def decide_policy(
                 False,
                 1,
                 f"the auto-approval budget of {team} on {cluster} is "
-                f"{_amount(facts.auto_approve_budget)} per {facts.auto_approve_period_days} days; "
-                f"{_amount(spent)} was approved automatically already and this request adds "
-                f"{_amount(asked)}: a platform admin must approve",
+                f"{format_amount(facts.auto_approve_budget)} "
+                f"per {facts.auto_approve_period_days} days; "
+                f"{format_amount(spent)} was approved automatically already and this request adds "
+                f"{format_amount(asked)}: a platform admin must approve",
             )
     return PolicyDecision(True, 0, "small increase within free capacity: approved automatically")
 

@@ -6,12 +6,12 @@ from decimal import Decimal
 from django.db.models import QuerySet
 
 from approvals.models import QuotaRequest, RequestLine
+from common.amounts import format_amount
 from quotas.kube.plan import AllocationChange, resource_plan
 from quotas.kube.sync import Outcome, cluster_preview
 from quotas.models import Allocation
 from quotas.roles import AnyUser, is_platform_admin, sees_everything
 from quotas.selectors import team_ids_of, teams_led_by
-from quotas.services import amount_text
 
 BASE_FIELDS = ("guarantee", "cap", "per_pod_max", "priority_classes")
 
@@ -139,7 +139,7 @@ def line_base_values(line: RequestLine) -> dict:
 
 
 def _text(value) -> object:
-    return value if isinstance(value, list) else amount_text(value)
+    return value if isinstance(value, list) else format_amount(value)
 
 
 def request_base_changes(lines: list[RequestLine]) -> list[dict]:

@@ -6,7 +6,6 @@ field they name, with the user's input kept.
 """
 
 import re
-from decimal import Decimal
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -48,6 +47,7 @@ from approvals.selectors import (
     requests_visible_to,
 )
 from approvals.validation import requests_fit_problems
+from common.amounts import format_amount
 from common.errors import ApplicationError
 from quotas.kube.client import KubeError
 from quotas.models import (
@@ -139,14 +139,10 @@ def _current_values(teams) -> dict:
     }
     current: dict[str, dict] = {}
     for a in Allocation.objects.filter(team_namespace__in=namespaces):
-
-        def amount(value):
-            return None if value is None else f"{Decimal(value).normalize():f}"
-
         current.setdefault(str(a.team_namespace_id), {})[str(a.resource_id)] = {
-            "guarantee": amount(a.guarantee),
-            "cap": amount(a.cap),
-            "per_pod_max": amount(a.per_pod_max),
+            "guarantee": format_amount(a.guarantee),
+            "cap": format_amount(a.cap),
+            "per_pod_max": format_amount(a.per_pod_max),
             "priority_classes": list(a.priority_classes),
         }
     return {"namespaces": data, "current": current}

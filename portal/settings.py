@@ -75,6 +75,7 @@ TEMPLATES = [
                 "portal.context_processors.roles",
                 "portal.context_processors.workers",
             ],
+            "builtins": ["common.amounts"],
         },
     },
 ]

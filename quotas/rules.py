@@ -22,6 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_UP, Decimal
 
+from common.amounts import format_amount
+
 ERROR = "error"
 WARNING = "warning"
 
@@ -125,19 +127,11 @@ class Finding:
         return self.level == ERROR
 
 
-def fmt(value: Decimal | int) -> str:
-    """An amount without trailing zeros or exponent: 10.000 -> "10", 0.50 -> "0.5"."""
-    d = value if isinstance(value, Decimal) else Decimal(value)
-    if d == 0:
-        return "0"  # also turns -0 into 0
-    return format(d.normalize(), "f")
-
-
 def whole_number_error(field: str, value: Decimal | None, resource: str) -> str | None:
     """The message when an amount of a whole-unit resource has a fraction, else None."""
     if value is None or value == value.to_integral_value():
         return None
-    return f"{field} must be a whole number of {resource}, got {fmt(value)}"
+    return f"{field} must be a whole number of {resource}, got {format_amount(value)}"
 
 
 def has_errors(findings: Iterable[Finding]) -> bool:
@@ -267,7 +261,7 @@ def _finding(level: str, rule: str, field: str, message: str, a: AllocationFacts
 
 
 def _percent(share: Decimal) -> str:
-    return f"{fmt(share * 100)}%"
+    return f"{format_amount(share * 100)}%"
 
 
 def _allocation_findings(
@@ -284,7 +278,7 @@ def _allocation_findings(
 
     for field, label, value in (("guarantee", "guarantee", a.guarantee), ("cap", "cap", a.cap)):
         if value < 0:
-            message = f"{label} {fmt(value)} for {where} must not be negative"
+            message = f"{label} {format_amount(value)} for {where} must not be negative"
             found.append(_finding(ERROR, RULE_NEGATIVE, field, message, a))
     if a.resource in cluster.whole_resources:
         for field, value in (
@@ -296,15 +290,18 @@ def _allocation_findings(
             if message:
                 found.append(_finding(ERROR, RULE_WHOLE_UNITS, field, f"{message} ({where})", a))
     if a.per_pod_max is not None and a.per_pod_max <= 0:
-        message = f"per-pod max {fmt(a.per_pod_max)} for {where} must be positive (or empty)"
+        message = (
+            f"per-pod max {format_amount(a.per_pod_max)} for {where} must be positive (or empty)"
+        )
         found.append(_finding(ERROR, RULE_PER_POD_MAX_POSITIVE, "per_pod_max", message, a))
 
     if a.guarantee > a.cap:
         message = (
-            f"guarantee {fmt(a.guarantee)} exceeds cap {fmt(a.cap)} for {where} (guarantee ≤ cap)"
+            f"guarantee {format_amount(a.guarantee)} exceeds cap {format_amount(a.cap)} "
+            f"for {where} (guarantee ≤ cap)"
         )
         consequences = [
-            text.format(borrowing=fmt(a.cap - a.guarantee))
+            text.format(borrowing=format_amount(a.cap - a.guarantee))
             for backend, text in _BACKEND_GUARANTEE_LE_CAP.items()
             if backend in cluster.backends
         ]
@@ -314,7 +311,8 @@ def _allocation_findings(
 
     if a.per_pod_max is not None and a.per_pod_max > a.cap:
         message = (
-            f"per-pod max {fmt(a.per_pod_max)} exceeds cap {fmt(a.cap)} for {where} "
+            f"per-pod max {format_amount(a.per_pod_max)} exceeds cap {format_amount(a.cap)} for "
+            f"{where} "
             "(per-pod max ≤ cap)"
         )
         found.append(_finding(ERROR, RULE_PER_POD_MAX_LE_CAP, "per_pod_max", message, a))
@@ -329,24 +327,27 @@ def _allocation_findings(
         max_cap = cluster.max_cap_share * capacity
         if a.cap > max_cap:
             message = (
-                f"cap {fmt(a.cap)} exceeds {_percent(cluster.max_cap_share)} of cluster "
-                f"{cluster.name} capacity {fmt(capacity)} {a.resource} (max {fmt(max_cap)})"
+                f"cap {format_amount(a.cap)} exceeds {_percent(cluster.max_cap_share)} of cluster "
+                f"{cluster.name} capacity {format_amount(capacity)} {a.resource} (max "
+                f"{format_amount(max_cap)})"
             )
             level = ERROR
             if baseline is not None and a.cap <= baseline.cap:
                 # Already above the share (e.g. the share or the capacity was lowered since):
                 # a change that does not raise the cap must not be blocked by it.
                 level = WARNING
-                message += f"; not blocking, the cap does not rise (was {fmt(baseline.cap)})"
+                message += (
+                    f"; not blocking, the cap does not rise (was {format_amount(baseline.cap)})"
+                )
             found.append(_finding(level, RULE_CAP_LE_SHARE, "cap", message, a))
 
     if peak is not None:
         floor = PEAK_SHARE * peak
         if a.guarantee < floor:
             message = (
-                f"guarantee {fmt(a.guarantee)} is below {_percent(PEAK_SHARE)} of "
-                f"{a.namespace}'s typical daily peak {fmt(peak)} {a.resource} last month "
-                f"({fmt(floor)})"
+                f"guarantee {format_amount(a.guarantee)} is below {_percent(PEAK_SHARE)} of "
+                f"{a.namespace}'s typical daily peak {format_amount(peak)} {a.resource} last month "
+                f"({format_amount(floor)})"
             )
             found.append(_finding(WARNING, RULE_GUARANTEE_BELOW_PEAK, "guarantee", message, a))
     return found
@@ -370,12 +371,16 @@ def _jump_findings(
         # absolute rise counts.
         if old > 0 and new > jump_factor * old:
             ratio = (new / old).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
-            message = f"{field} rises from {fmt(old)} to {fmt(new)} (×{fmt(ratio)})"
+            message = (
+                f"{field} rises from {format_amount(old)} to {format_amount(new)} "
+                f"(×{format_amount(ratio)})"
+            )
         elif capacity and new - old > JUMP_CAPACITY_SHARE * capacity:
             message = (
-                f"{field} rises from {fmt(old)} to {fmt(new)} (+{fmt(new - old)}, more than "
+                f"{field} rises from {format_amount(old)} to {format_amount(new)} "
+                f"(+{format_amount(new - old)}, more than "
                 f"{_percent(JUMP_CAPACITY_SHARE)} of cluster {cluster.name} capacity "
-                f"{fmt(capacity)} {a.resource})"
+                f"{format_amount(capacity)} {a.resource})"
             )
         else:
             continue
@@ -402,16 +407,18 @@ def _capacity_sum_change(
     if new > old:
         free = max(capacity - old, ZERO)
         message = (
-            f"guarantees on cluster {cluster.name} would sum to {fmt(new)} {resource}, "
-            f"above its capacity {fmt(capacity)} (free to guarantee: {fmt(free)})"
+            f"guarantees on cluster {cluster.name} would sum to {format_amount(new)} {resource}, "
+            f"above its capacity {format_amount(capacity)} (free to guarantee: "
+            f"{format_amount(free)})"
         )
         level = ERROR
     else:
         # Already over-promised; a change that lowers (or keeps) the sum must stay possible.
         verb = "lowers it to" if new < old else "keeps it at"
         message = (
-            f"guarantees on cluster {cluster.name} sum to {fmt(old)} {resource}, above its "
-            f"capacity {fmt(capacity)}; this change {verb} {fmt(new)}"
+            f"guarantees on cluster {cluster.name} sum to {format_amount(old)} {resource}, above "
+            "its "
+            f"capacity {format_amount(capacity)}; this change {verb} {format_amount(new)}"
         )
         level = WARNING
     return [
@@ -431,8 +438,8 @@ def _capacity_sum_plan(
     if total <= capacity:
         return []
     message = (
-        f"guarantees on cluster {cluster.name} sum to {fmt(total)} {resource}, above its "
-        f"capacity {fmt(capacity)} (over by {fmt(total - capacity)})"
+        f"guarantees on cluster {cluster.name} sum to {format_amount(total)} {resource}, above its "
+        f"capacity {format_amount(capacity)} (over by {format_amount(total - capacity)})"
     )
     return [
         Finding(

@@ -7,6 +7,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F, Sum
 
+from common.amounts import format_amount
 from common.errors import ValidationFailed
 from quotas.audit import audit_record
 from quotas.locks import (
@@ -28,7 +29,6 @@ from quotas.models import (
     SyncRequest,
     TeamNamespace,
 )
-from quotas.rules import fmt
 
 
 def _amount(value: object, field: str) -> Decimal:
@@ -63,26 +63,21 @@ def allocation_values_check(
             raise ValidationFailed(message, field=field)
     if g > c:
         raise ValidationFailed(
-            f"guarantee {fmt(g)} exceeds cap {fmt(c)} (guarantee ≤ cap)",
+            f"guarantee {format_amount(g)} exceeds cap {format_amount(c)} (guarantee ≤ cap)",
             field="guarantee",
         )
     if p is not None and p == 0:
         raise ValidationFailed("per_pod_max must be positive or empty", field="per_pod_max")
     if p is not None and p > c:
         raise ValidationFailed(
-            f"per_pod_max {fmt(p)} exceeds cap {fmt(c)} (per-pod max ≤ cap)",
+            f"per_pod_max {format_amount(p)} exceeds cap {format_amount(c)} (per-pod max ≤ cap)",
             field="per_pod_max",
         )
     return g, c, p
 
 
-def amount_text(value: Decimal | None) -> str | None:
-    """An amount as the audit log and notifications write it: "10", "0.5", or None."""
-    return None if value is None else fmt(value)
-
-
 def _allocation_state(allocation: Allocation) -> dict:
-    amount = amount_text
+    amount = format_amount
     return {
         "namespace": allocation.team_namespace.name,
         "cluster": allocation.team_namespace.cluster.name,
@@ -260,7 +255,8 @@ def cluster_capacity_check(*, cluster: Cluster, resource: Resource, capacity: ob
     ).aggregate(total=Sum("guarantee"))["total"] or Decimal(0)
     if amount < guaranteed:
         raise ValidationFailed(
-            f"capacity {fmt(amount)} is below the {fmt(guaranteed)} {resource.name} guaranteed "
+            f"capacity {format_amount(amount)} is below the {format_amount(guaranteed)} "
+            f"{resource.name} guaranteed "
             f"on {cluster.name} (sum of guarantees ≤ capacity)",
             field="capacity",
         )
@@ -278,7 +274,7 @@ def cluster_capacity_set(
     with transaction.atomic():
         row = lock_capacity(cluster=cluster, resource=resource)
         amount = cluster_capacity_check(cluster=cluster, resource=resource, capacity=capacity)
-        before = None if row is None else {"capacity": amount_text(row.capacity)}
+        before = None if row is None else {"capacity": format_amount(row.capacity)}
         if row is None:
             row = ClusterCapacity.objects.create(
                 cluster=cluster, resource=resource, capacity=amount
@@ -300,7 +296,7 @@ def cluster_capacity_set(
             after={
                 "cluster": cluster.name,
                 "resource": resource.name,
-                "capacity": amount_text(amount),
+                "capacity": format_amount(amount),
             },
         )
     return row
@@ -447,7 +443,7 @@ def cluster_capacity_delete(*, capacity: ClusterCapacity, acting_user: User | No
         before = {
             "cluster": row.cluster.name,
             "resource": row.resource.name,
-            "capacity": amount_text(row.capacity),
+            "capacity": format_amount(row.capacity),
         }
         gone = ClusterCapacity(
             pk=row.pk, cluster=row.cluster, resource=row.resource, capacity=row.capacity

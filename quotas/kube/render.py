@@ -36,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from common.amounts import format_amount
 from quotas.kube.plan import (
     AllocationPlan,
     ClusterPlan,
@@ -112,14 +113,6 @@ _BINARY_UNITS = {"Ei": 6, "Pi": 5, "Ti": 4, "Gi": 3, "Mi": 2, "Ki": 1, "": 0}
 _DECIMAL_UNITS = {"E": 18, "P": 15, "T": 12, "G": 9, "M": 6, "k": 3, "": 0, "m": -3, "n": -9}
 
 
-def _plain(amount: Decimal) -> str:
-    """Decimal without exponent and without trailing zeros: 6, 0.5, 600."""
-    text = format(amount.normalize(), "f")
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return "0" if text in ("", "-0") else text
-
-
 def _in_base_units(amount: Decimal, suffix: str) -> Decimal | None:
     if suffix in _BINARY_UNITS and suffix:
         return amount * Decimal(1024) ** _BINARY_UNITS[suffix]
@@ -138,11 +131,11 @@ def quantity(amount: Decimal, suffix: str = "") -> str:
     """
     amount = Decimal(amount)
     if amount == amount.to_integral_value():
-        return _plain(amount) + suffix
+        return format_amount(amount) + suffix
     base = _in_base_units(amount, suffix)
     if base is None:
         # Not a suffix of the quantity grammar: leave it as given (validation will say so).
-        return _plain(amount) + suffix
+        return format_amount(amount) + suffix
     if suffix in _BINARY_UNITS and suffix:
         units = [
             (u, Decimal(1024) ** e) for u, e in _BINARY_UNITS.items() if e < _BINARY_UNITS[suffix]
@@ -156,8 +149,8 @@ def quantity(amount: Decimal, suffix: str = "") -> str:
     for unit, size in units:
         value = base / size
         if value == value.to_integral_value():
-            return _plain(value) + unit
-    return _plain(amount) + suffix
+            return format_amount(value) + unit
+    return format_amount(amount) + suffix
 
 
 def _yunikorn_quantity(amount: Decimal, resource_name: str, suffix: str) -> str:
@@ -657,7 +650,7 @@ def _base_quantity(amount: Decimal, resource_name: str) -> str:
         for unit, exponent in _BINARY_UNITS.items():
             size = Decimal(1024) ** exponent
             if exponent and amount % size == 0:
-                return _plain(amount / size) + unit
+                return format_amount(amount / size) + unit
     return quantity(amount)
 
 
