@@ -13,7 +13,6 @@ import hmac
 import http.client
 import json
 import logging
-import random
 import time
 import uuid
 from urllib.error import HTTPError, URLError
@@ -30,6 +29,7 @@ from django.utils import timezone
 
 from approvals.lines import lines_json
 from approvals.models import QuotaRequest
+from common.retry import backoff_seconds
 from quotas.audit_anchors import audit_anchor_write
 from quotas.models import TeamMembership
 
@@ -256,28 +256,28 @@ def notify_request(request: QuotaRequest, event: str, **extra) -> None:
 
 
 @shared_task(
+    bind=True,
     name="approvals.send_email",
     acks_late=True,
     reject_on_worker_lost=True,
-    # SMTP errors are OSErrors. A retry may repeat a message the server already took: mail is
-    # at least once.
-    autoretry_for=(OSError,),
     max_retries=EMAIL_MAX_RETRIES,
-    retry_backoff=BACKOFF_BASE,
-    retry_backoff_max=BACKOFF_MAX,
-    retry_jitter=True,
     ignore_result=True,
 )
-def send_email_task(event: str, payload: dict, recipients: list[str]) -> None:
-    """E-mail one notification (plain text) to the recipients."""
+def send_email_task(self, event: str, payload: dict, recipients: list[str]) -> None:
+    """E-mail one notification (plain text) to the recipients; retried with backoff."""
     if not recipients:
         return
-    send_mail(
-        subject=email_subject(event, payload),
-        message=email_body(event, payload),
-        from_email=settings.DEFAULT_FROM_EMAIL,
-        recipient_list=recipients,
-    )
+    try:
+        send_mail(
+            subject=email_subject(event, payload),
+            message=email_body(event, payload),
+            from_email=settings.DEFAULT_FROM_EMAIL,
+            recipient_list=recipients,
+        )
+    except OSError as exc:
+        # SMTP errors are OSErrors. A retry may repeat a message the server already took: mail
+        # is at least once. After the last try Celery raises the error.
+        raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
 
 
 @shared_task(
@@ -351,7 +351,7 @@ def send_webhook_task(self, url: str, body_json: str) -> str:
             failure,
         )
         return "gave_up"
-    countdown = backoff_seconds(self.request.retries)
+    countdown = _backoff(self.request.retries)
     if retry_after is not None:
         countdown = min(BACKOFF_MAX, max(countdown, retry_after))
     log.info(
@@ -480,10 +480,8 @@ def _log_missing_secret() -> None:
         log.error("WEBHOOK_URLS is set but WEBHOOK_SECRET is empty: webhooks are not sent")
 
 
-def backoff_seconds(retries: int) -> float:
-    """Exponential backoff with jitter, bounded."""
-    ceiling = min(BACKOFF_MAX, BACKOFF_BASE * (2**retries))
-    return random.uniform(ceiling / 2, ceiling)
+def _backoff(retries: int) -> float:
+    return backoff_seconds(retries, base=BACKOFF_BASE, cap=BACKOFF_MAX)
 
 
 def _retry_after_seconds(value: str | None) -> float | None:
