@@ -14,7 +14,7 @@ from approvals.lines import lines_json, ordered_lines, refuse_removed_classes, s
 from approvals.locks import lock_request, lock_request_allocations, lock_request_capacity
 from approvals.models import QuotaRequest, RequestLine
 from approvals.notify import notify_request
-from approvals.permissions import require_platform_admin
+from approvals.permissions import require_may
 from approvals.selectors import allocation_values_now, line_base_values
 from approvals.transitions import S, transition
 from approvals.validation import validate_lines
@@ -29,13 +29,14 @@ EXPIRY_WARNING = timedelta(days=1)
 def request_revoke(*, request: QuotaRequest, acting_user: User, comment: str) -> QuotaRequest:
     """An admin takes back an approved temporary grant before it starts; its promised
     capacity is free again at once (scheduled grants count only while approved)."""
-    require_platform_admin(acting_user)
+    require_may(
+        acting_user, request, "revoke", "only platform admins decide quota requests", field=None
+    )
     if not comment.strip():
         raise ValidationFailed("say why the grant is revoked (comment)", field="comment")
     with transaction.atomic():
-        lock_request_capacity(
-            request
-        )  # the same order as the start of the grant (requests_start_due)
+        # The same order as the start of the grant (requests_start_due).
+        lock_request_capacity(request)
         request = lock_request(request.pk)
         transition(request, S.REVOKED, acting_user=acting_user, comment=comment)
         notify_request(request, "request.revoked")

@@ -37,9 +37,10 @@ from approvals.locks import (
 )
 from approvals.models import Approval, QuotaRequest, RequestLine
 from approvals.notify import notify_request
-from approvals.permissions import require_platform_admin, require_requester
+from approvals.permissions import require_may, require_platform_admin, require_requester
 from approvals.selectors import (
     allocation_values_now,
+    has_approved,
     line_base_values,
     may_request_for,
     request_base_changes,
@@ -52,7 +53,6 @@ from quotas.audit import audit_record
 from quotas.kube.usage import team_usage_now
 from quotas.locks import lock_capacities, lock_suggestion
 from quotas.models import Allocation, Resource, Suggestion, SyncRequest, Team, TeamNamespace
-from quotas.roles import is_platform_admin
 from quotas.services import allocation_set, allocation_values_check, cluster_sync_request
 
 
@@ -456,8 +456,7 @@ def request_approve(
     the lock, so concurrent approvals never promise the same free GPUs twice.
     """
     require_platform_admin(acting_user)
-    if request.requested_by_id == acting_user.pk:
-        raise PermissionDenied("nobody approves their own request", field="request")
+    require_may(acting_user, request, "decide", "nobody approves their own request")
     with transaction.atomic():
         lock_request_capacity(request)
         request = lock_request(request.pk)
@@ -465,7 +464,7 @@ def request_approve(
         lock_request_allocations(request)
         _refuse_stale(request)
         refuse_removed_classes(ordered_lines(request))
-        if request.approvals.filter(admin=acting_user).exists():
+        if has_approved(acting_user, request):
             raise PermissionDenied(
                 f"{acting_user.username} approved request #{request.pk} already; "
                 "a second admin must approve",
@@ -583,8 +582,7 @@ def request_changes(*, request: QuotaRequest, acting_user: User, comment: str) -
 def request_withdraw(
     *, request: QuotaRequest, acting_user: User, comment: str = ""
 ) -> QuotaRequest:
-    if request.requested_by_id != acting_user.pk:
-        raise PermissionDenied("only the requester withdraws a request", field="request")
+    require_may(acting_user, request, "withdraw", "only the requester withdraws a request")
     with transaction.atomic():
         request = lock_request(request.pk)
         was = request.status
@@ -627,8 +625,12 @@ def request_rebase(*, request: QuotaRequest, acting_user: User) -> QuotaRequest:
     decide on the rebased request), and a submitted request is validated and policy-checked
     again as on submit, so it may now be approved automatically, or refused.
     """
-    if not is_platform_admin(acting_user):
-        require_requester(acting_user, request)
+    require_may(
+        acting_user,
+        request,
+        "rebase",
+        f"only the requester or a lead of {request.team.slug} may do this",
+    )
     with transaction.atomic():
         lock_request_capacity(request)
         request = lock_request(request.pk)
@@ -714,8 +716,7 @@ def _recheck_as_on_submit(request: QuotaRequest, lines: list[RequestLine]) -> No
 
 def request_delete(*, request: QuotaRequest, acting_user: User) -> None:
     """The requester deletes a draft they no longer want; the audit log keeps what it was."""
-    if request.requested_by_id != acting_user.pk:
-        raise PermissionDenied("only the requester deletes a draft", field="request")
+    require_may(acting_user, request, "delete", "only the requester deletes a draft")
     with transaction.atomic():
         request = lock_request(request.pk)
         if request.status != S.DRAFT:

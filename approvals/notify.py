@@ -21,7 +21,6 @@ from urllib.request import HTTPRedirectHandler, Request, build_opener
 
 from celery import shared_task
 from django.conf import settings
-from django.contrib.auth.models import User
 from django.core.mail import send_mail
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
@@ -32,6 +31,7 @@ from approvals.models import QuotaRequest
 from common.retry import backoff_seconds
 from quotas.audit_anchors import audit_anchor_write
 from quotas.models import TeamMembership
+from quotas.roles import platform_admins
 
 log = logging.getLogger(__name__)
 
@@ -226,10 +226,7 @@ def request_payload(request: QuotaRequest) -> dict:
 
 
 def _recipients(request: QuotaRequest, event: str) -> list[str]:
-    admins = (
-        User.objects.filter(is_active=True).filter(groups__name="platform-admins")
-        | User.objects.filter(is_active=True, is_superuser=True)
-    ).values_list("email", flat=True)
+    admins = platform_admins().values_list("email", flat=True)
     leads = TeamMembership.objects.filter(
         team=request.team, role=TeamMembership.Role.LEAD, user__is_active=True
     ).values_list("user__email", flat=True)

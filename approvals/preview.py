@@ -19,14 +19,18 @@ from approvals.approval_policies import policy_decision
 from approvals.lines import ordered_lines, refresh_current
 from approvals.models import QuotaRequest, RequestLine
 from approvals.policy import PolicyDecision
-from approvals.selectors import allocation_changes, lines_preview, request_base_changes
+from approvals.selectors import (
+    allocation_changes,
+    lines_preview,
+    may_preview_in_clusters,
+    request_base_changes,
+)
 from approvals.transitions import S
 from approvals.validation import validate_lines
 from quotas.kube.client import KubeError
 from quotas.kube.plan import AllocationChange
 from quotas.kube.sync import Outcome
 from quotas.models import Team
-from quotas.roles import sees_everything
 from quotas.rules import Finding
 
 # Requests judged as on submit; the others as on approval (decided values, who must approve).
@@ -80,7 +84,7 @@ def _judge(request: QuotaRequest) -> tuple[RequestCheck, dict]:
 def _with_clusters(
     check: RequestCheck, changes: dict[tuple[int, str], list[AllocationChange]], user: User
 ) -> RequestCheck:
-    if not sees_everything(user):
+    if not may_preview_in_clusters(user):
         return check
     try:
         check.clusters = lines_preview(changes)
