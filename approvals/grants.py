@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.lifecycle import apply_request
+from approvals.lifecycle import apply_request, audit_rebased
 from approvals.lines import lines_json, ordered_lines, refuse_removed_classes, shown
 from approvals.locks import lock_request, lock_request_allocations, lock_request_capacity
 from approvals.models import QuotaRequest, RequestLine
@@ -19,7 +19,6 @@ from approvals.selectors import allocation_values_now, line_base_values
 from approvals.transitions import S, transition
 from approvals.validation import validate_lines
 from common.errors import ValidationFailed
-from quotas.audit import audit_record
 from quotas.locks import lock_allocation
 from quotas.services import allocation_set, allocation_values_check, cluster_sync_request
 
@@ -171,12 +170,10 @@ def _start_grant(request: QuotaRequest) -> None:
     if any(moved):
         for line in lines:
             line.save()
-        audit_record(
+        audit_rebased(
+            request,
+            before,
             acting_user=None,
-            action="request.rebased",
-            target=request,
-            before={"status": request.status, "lines": before},
-            after={"status": request.status, "lines": lines_json(request)},
             comment="the allocation changed after the grant was approved: it applies on top "
             "of the allocation as it is at its start and restores that at its end",
         )

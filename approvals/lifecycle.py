@@ -557,24 +557,29 @@ def apply_request(
 
 
 def request_reject(*, request: QuotaRequest, acting_user: User, comment: str) -> QuotaRequest:
-    require_platform_admin(acting_user)
-    if not comment.strip():
-        raise ValidationFailed("say why the request is rejected (comment)", field="comment")
-    with transaction.atomic():
-        request = lock_request(request.pk)
-        transition(request, S.REJECTED, acting_user=acting_user, comment=comment)
-        notify_request(request, "request.decided")
-    return request
+    return _decide_against(
+        request, acting_user, comment, S.REJECTED, "say why the request is rejected (comment)"
+    )
 
 
 def request_changes(*, request: QuotaRequest, acting_user: User, comment: str) -> QuotaRequest:
+    return _decide_against(
+        request, acting_user, comment, S.CHANGES_REQUESTED, "say which changes are needed (comment)"
+    )
+
+
+def _decide_against(
+    request: QuotaRequest, acting_user: User, comment: str, target: str, no_comment: str
+) -> QuotaRequest:
+    """An admin rejects, or asks for changes: the comment says why."""
     require_platform_admin(acting_user)
     if not comment.strip():
-        raise ValidationFailed("say which changes are needed (comment)", field="comment")
+        raise ValidationFailed(no_comment, field="comment")
     with transaction.atomic():
         request = lock_request(request.pk)
-        transition(request, S.CHANGES_REQUESTED, acting_user=acting_user, comment=comment)
-        request.approvals.all().delete()
+        transition(request, target, acting_user=acting_user, comment=comment)
+        if target == S.CHANGES_REQUESTED:
+            request.approvals.all().delete()  # given to what is to change
         notify_request(request, "request.decided")
     return request
 
@@ -650,16 +655,24 @@ def request_rebase(*, request: QuotaRequest, acting_user: User) -> QuotaRequest:
             _rebase_line(line, index)
         request.approvals.all().delete()
         lines = ordered_lines(request)
-        audit_record(
-            acting_user=acting_user,
-            action="request.rebased",
-            target=request,
-            before={"status": request.status, "lines": before},
-            after={"status": request.status, "lines": lines_json(request)},
-        )
+        audit_rebased(request, before, acting_user=acting_user)
         if request.status == S.SUBMITTED:
             _recheck_as_on_submit(request, lines)
     return request
+
+
+def audit_rebased(
+    request: QuotaRequest, lines_before: list[dict], *, acting_user: User | None, comment: str = ""
+) -> None:
+    """The audit event of lines moved onto the allocations as they are now."""
+    audit_record(
+        acting_user=acting_user,
+        action="request.rebased",
+        target=request,
+        before={"status": request.status, "lines": lines_before},
+        after={"status": request.status, "lines": lines_json(request)},
+        comment=comment,
+    )
 
 
 def _rebase_line(line: RequestLine, index: int) -> None:

@@ -49,54 +49,47 @@ def lock_suggestion(suggestion_id: int) -> None:
     _ids(Suggestion.objects.filter(pk=suggestion_id))
 
 
-def lock_capacities(pairs: Iterable[tuple[int, int]]) -> None:
-    """The capacity rows of (cluster id, resource id) pairs."""
+def _first(query):
+    """The first row of ``query``, locked, or None."""
+    return query.select_for_update(of=SELF).first()
+
+
+def _pairs(model, fields: tuple[str, str], pairs: Iterable[tuple[int, int]]) -> None:
+    """The rows of ``model`` whose two ``fields`` hold one of the ``pairs`` (those that exist)."""
     pairs = sorted(set(pairs))
     if not pairs:
         return
-    query = ClusterCapacity.objects.none()
-    for cluster_id, resource_id in pairs:
-        query |= ClusterCapacity.objects.filter(cluster_id=cluster_id, resource_id=resource_id)
+    query = model.objects.none()
+    for values in pairs:
+        query |= model.objects.filter(**dict(zip(fields, values, strict=True)))
     _ids(query)
+
+
+def lock_capacities(pairs: Iterable[tuple[int, int]]) -> None:
+    """The capacity rows of (cluster id, resource id) pairs."""
+    _pairs(ClusterCapacity, ("cluster_id", "resource_id"), pairs)
 
 
 def lock_capacity(*, cluster: Cluster, resource) -> ClusterCapacity | None:
     """One capacity row, or None when the cluster has none of the resource yet."""
-    return (
-        ClusterCapacity.objects.select_for_update(of=SELF)
-        .filter(cluster=cluster, resource=resource)
-        .first()
-    )
+    return _first(ClusterCapacity.objects.filter(cluster=cluster, resource=resource))
 
 
 def lock_capacity_with_names(capacity_id: int) -> ClusterCapacity | None:
     """One capacity row, with its cluster and resource read alongside (not locked)."""
-    return (
-        ClusterCapacity.objects.select_for_update(of=SELF)
-        .select_related("cluster", "resource")
-        .filter(pk=capacity_id)
-        .first()
+    return _first(
+        ClusterCapacity.objects.select_related("cluster", "resource").filter(pk=capacity_id)
     )
 
 
 def lock_allocations(pairs: Iterable[tuple[int, int]]) -> None:
     """The allocations of (team namespace id, resource id) pairs (those that exist)."""
-    pairs = list(pairs)
-    if not pairs:
-        return
-    query = Allocation.objects.none()
-    for namespace_id, resource_id in pairs:
-        query |= Allocation.objects.filter(team_namespace_id=namespace_id, resource_id=resource_id)
-    _ids(query)
+    _pairs(Allocation, ("team_namespace_id", "resource_id"), pairs)
 
 
 def lock_allocation(*, team_namespace, resource) -> Allocation | None:
     """One allocation, or None when the namespace has none of the resource yet."""
-    return (
-        Allocation.objects.select_for_update(of=SELF)
-        .filter(team_namespace=team_namespace, resource=resource)
-        .first()
-    )
+    return _first(Allocation.objects.filter(team_namespace=team_namespace, resource=resource))
 
 
 def lock_team_namespace(team_namespace_id: int) -> TeamNamespace:
