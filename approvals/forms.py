@@ -3,7 +3,7 @@
 from django import forms
 from django.forms import formset_factory
 
-from approvals.lifecycle import KEEP, Decision, LineInput
+from approvals.lines import KEEP, Decision, LineInput
 from approvals.models import (
     COMMENT_MAX_LENGTH,
     JUSTIFICATION_MAX_LENGTH,

@@ -9,10 +9,7 @@ only after the commit.
 """
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal
-from enum import Enum
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -21,10 +18,13 @@ from django.utils import timezone
 
 from approvals.approval_policies import policy_decision
 from approvals.lines import (
+    Decision,
+    LineInput,
+    build_lines,
     lines_json,
     ordered_lines,
-    priority_classes_check,
     raise_on_errors,
+    record_decisions,
     refresh_current,
     refuse_removed_classes,
     shown,
@@ -52,41 +52,8 @@ from common.errors import NotAllowed, PermissionDenied, ValidationFailed
 from quotas.audit import audit_record
 from quotas.kube.usage import team_usage_now
 from quotas.locks import lock_capacities, lock_suggestion
-from quotas.models import Allocation, Resource, Suggestion, SyncRequest, Team, TeamNamespace
+from quotas.models import Allocation, Suggestion, SyncRequest, Team, TeamNamespace
 from quotas.services import allocation_set, allocation_values_check, cluster_sync_request
-
-
-class Keep(Enum):
-    """A field left out: keep the value it has (the allocation's, or what was requested).
-    Removing a per-pod max or the class restriction is explicit: None, or no classes."""
-
-    KEEP = "keep"
-
-
-KEEP = Keep.KEEP
-
-
-@dataclass(frozen=True)
-class LineInput:
-    team_namespace_id: int
-    resource_id: int
-    guarantee: object
-    cap: object
-    per_pod_max: object | Keep | None = KEEP
-    priority_classes: tuple[str, ...] | Keep = KEEP
-
-
-@dataclass(frozen=True)
-class Decision:
-    """An admin's modified amount for one line (approving less, or more, than asked).
-    Per-pod max and classes left out (KEEP, or None for classes) stay as requested."""
-
-    line_id: int
-    guarantee: object
-    cap: object
-    per_pod_max: object | Keep | None = KEEP
-    priority_classes: tuple[str, ...] | Keep | None = None
-
 
 # --- building requests --------------------------------------------------------------------
 
@@ -129,70 +96,6 @@ def _check_grant_bounds(starts_at: datetime | None, ends_at: datetime) -> None:
         )
 
 
-def _build_lines(request: QuotaRequest, lines: Iterable[LineInput]) -> None:
-    lines = list(lines)
-    if not lines:
-        raise ValidationFailed("a request needs at least one line", field="lines")
-    seen = set()
-    for index, item in enumerate(lines):
-        where = f"lines[{index}]"
-        ns = (
-            TeamNamespace.objects.select_related("cluster")
-            .filter(pk=item.team_namespace_id)
-            .first()
-        )
-        if ns is None or ns.team_id != request.team_id:
-            raise ValidationFailed(
-                f"{where}.team_namespace: namespace {item.team_namespace_id} does not belong to "
-                f"team {request.team.slug}",
-                field=f"{where}.team_namespace",
-            )
-        resource = Resource.objects.filter(pk=item.resource_id).first()
-        if resource is None:
-            raise ValidationFailed(
-                f"{where}.resource: unknown resource {item.resource_id}", field=f"{where}.resource"
-            )
-        if (ns.pk, resource.pk) in seen:
-            raise ValidationFailed(
-                f"{where}: {ns.name} {resource.name} appears twice", field=f"{where}.resource"
-            )
-        seen.add((ns.pk, resource.pk))
-        current = Allocation.objects.filter(team_namespace=ns, resource=resource).first()
-        # Left out means unchanged: only an explicit None / no classes removes them.
-        per_pod_max = item.per_pod_max
-        if per_pod_max is KEEP:
-            per_pod_max = current.per_pod_max if current else None
-        classes = item.priority_classes
-        if classes is KEEP:
-            classes = current.priority_classes if current else []
-        classes = priority_classes_check(
-            classes, where=where, allowed_now=current.priority_classes if current else ()
-        )
-        try:
-            guarantee, cap, per_pod = allocation_values_check(
-                guarantee=item.guarantee, cap=item.cap, per_pod_max=per_pod_max, resource=resource
-            )
-        except ValidationFailed as exc:
-            raise ValidationFailed(
-                f"{where}.{exc.field}: {exc.message}", field=f"{where}.{exc.field}"
-            ) from None
-        RequestLine.objects.create(
-            request=request,
-            team_namespace=ns,
-            resource=resource,
-            current_guarantee=current.guarantee if current else Decimal(0),
-            current_cap=current.cap if current else Decimal(0),
-            current_per_pod_max=current.per_pod_max if current else None,
-            current_priority_classes=list(current.priority_classes) if current else [],
-            current_version=current.version if current else None,
-            base_version=current.version if current else None,
-            requested_guarantee=guarantee,
-            requested_cap=cap,
-            requested_per_pod_max=per_pod,
-            requested_priority_classes=classes,
-        )
-
-
 def request_create(
     *,
     team: Team,
@@ -232,7 +135,7 @@ def request_create(
             ends_at=ends_at,
             suggestion=suggestion,
         )
-        _build_lines(request, lines)
+        build_lines(request, lines)
         if submit:
             lock_for_submit(request)
         audit_record(
@@ -308,7 +211,7 @@ def request_revise(
             check_transition(request, S.SUBMITTED)  # raises the clear not-allowed error
         before = lines_json(request)
         request.lines.all().delete()
-        _build_lines(request, lines)
+        build_lines(request, lines)
         if submit:
             lock_for_submit(request)
         if justification is not None:
@@ -394,55 +297,6 @@ def request_submit(
     return request
 
 
-def _final_values(line: RequestLine) -> tuple:
-    return (
-        line.final_guarantee,
-        line.final_cap,
-        line.final_per_pod_max,
-        sorted(line.final_priority_classes),
-    )
-
-
-def _apply_decisions(request: QuotaRequest, decisions: Iterable[Decision]) -> bool:
-    """Record the decided values; True when they change what would be applied."""
-    by_id = {line.pk: line for line in ordered_lines(request)}
-    changed = False
-    for index, decision in enumerate(decisions):
-        where = f"decisions[{index}]"
-        line = by_id.get(decision.line_id)
-        if line is None:
-            raise ValidationFailed(
-                f"{where}.line_id: line {decision.line_id} is not part of request #{request.pk}",
-                field=f"{where}.line_id",
-            )
-        before = _final_values(line)
-        per_pod_max = decision.per_pod_max
-        if per_pod_max is KEEP:
-            per_pod_max = line.final_per_pod_max
-        classes = decision.priority_classes
-        if classes is None or classes is KEEP:
-            classes = line.final_priority_classes
-        classes = priority_classes_check(
-            classes, where=where, allowed_now=line.current_priority_classes
-        )
-        try:
-            g, c, p = allocation_values_check(
-                guarantee=decision.guarantee,
-                cap=decision.cap,
-                per_pod_max=per_pod_max,
-                resource=line.resource,
-            )
-        except ValidationFailed as exc:
-            raise ValidationFailed(
-                f"{where}.{exc.field}: {exc.message}", field=f"{where}.{exc.field}"
-            ) from None
-        line.decided_guarantee, line.decided_cap, line.decided_per_pod_max = g, c, p
-        line.decided_priority_classes = classes
-        line.save()
-        changed = changed or _final_values(line) != before
-    return changed
-
-
 def request_approve(
     *,
     request: QuotaRequest,
@@ -474,7 +328,7 @@ def request_approve(
         dropped: list[str] = []
         policy_reason = ""
         if decisions:
-            if _apply_decisions(request, decisions):
+            if record_decisions(request, decisions):
                 # Earlier approvals were given to other values: they no longer count.
                 earlier = request.approvals.exclude(admin=acting_user)
                 dropped = list(earlier.values_list("admin__username", flat=True))

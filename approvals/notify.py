@@ -1,7 +1,7 @@
 """Notifications on quota request events: e-mail and signed webhooks, sent after the commit.
 
-The lifecycle calls :func:`notify_request` (a request's event: its payload and who is told), which
-calls :func:`notify`; nothing else sends. The Celery tasks here do the sending. Webhook
+The lifecycle and the grants call :func:`notify_request` (a request's event: its payload and who
+is told), which calls :func:`notify`; nothing else sends. The Celery tasks here send. Webhook
 receivers check ``X-Portal-Signature: t=<unix time>,id=<delivery id>,v1=<hex HMAC-SHA256 of
 "t.id.body">`` with :func:`verify_signature` (or its equivalent: README) and de-duplicate on the
 signed delivery id: a delivery may arrive more than once (``acks_late``, retries), always with the

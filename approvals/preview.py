@@ -16,7 +16,7 @@ from django.db import transaction
 
 from approvals import lifecycle
 from approvals.approval_policies import policy_decision
-from approvals.lines import ordered_lines, refresh_current
+from approvals.lines import LineInput, ordered_lines, refresh_current
 from approvals.models import QuotaRequest, RequestLine
 from approvals.policy import PolicyDecision
 from approvals.selectors import (
@@ -113,7 +113,7 @@ def request_draft_check(
     team: Team,
     acting_user: User,
     justification: str,
-    lines: Iterable[lifecycle.LineInput],
+    lines: Iterable[LineInput],
     kind: str = QuotaRequest.Kind.PERMANENT,
     starts_at: datetime | None = None,
     ends_at: datetime | None = None,

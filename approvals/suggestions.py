@@ -3,7 +3,8 @@ services as any other, so it is validated and approved like any other."""
 
 from django.contrib.auth.models import User
 
-from approvals.lifecycle import LineInput, request_create
+from approvals.lifecycle import request_create
+from approvals.lines import LineInput
 from approvals.models import QuotaRequest
 from common.amounts import format_amount
 from quotas.models import Allocation, Suggestion

@@ -23,6 +23,7 @@ from approvals.api.serializers import (
     RequestSerializer,
 )
 from approvals.filtersets import RequestFilterSet
+from approvals.lines import KEEP, Decision, LineInput
 from approvals.models import Approval, QuotaRequest, RequestLine
 from approvals.selectors import requests_visible_to
 from approvals.validation import requests_fit_problems
@@ -65,7 +66,7 @@ def _team(user, slug: str) -> Team:
     return team
 
 
-def _line_inputs(user, lines: list[dict]) -> list[lifecycle.LineInput]:
+def _line_inputs(user, lines: list[dict]) -> list[LineInput]:
     """Names (cluster, namespace, resource) to ids, among the namespaces the user sees."""
     namespaces = namespaces_visible_to(user)
     inputs = []
@@ -85,17 +86,15 @@ def _line_inputs(user, lines: list[dict]) -> list[lifecycle.LineInput]:
                 field=f"{where}.resource",
             )
         inputs.append(
-            lifecycle.LineInput(
+            LineInput(
                 team_namespace_id=ns.pk,
                 resource_id=resource.pk,
                 guarantee=line["guarantee"],
                 cap=line["cap"],
                 # A field left out keeps its value; null / [] remove it.
-                per_pod_max=line.get("per_pod_max", lifecycle.KEEP),
+                per_pod_max=line.get("per_pod_max", KEEP),
                 priority_classes=(
-                    tuple(line["priority_classes"])
-                    if "priority_classes" in line
-                    else lifecycle.KEEP
+                    tuple(line["priority_classes"]) if "priority_classes" in line else KEEP
                 ),
             )
         )
@@ -203,11 +202,11 @@ def _withdraw(qr, user, data):
 
 def _approve(qr, user, data):
     decisions = [
-        lifecycle.Decision(
+        Decision(
             line_id=d["line"],
             guarantee=d["guarantee"],
             cap=d["cap"],
-            per_pod_max=d.get("per_pod_max", lifecycle.KEEP),
+            per_pod_max=d.get("per_pod_max", KEEP),
             priority_classes=(
                 tuple(d["priority_classes"]) if d.get("priority_classes") is not None else None
             ),

@@ -3,7 +3,8 @@ asked, enough to need two admins, gives the first of two approvals (service, API
 
 import pytest
 
-from approvals.lifecycle import Decision, request_approve, request_submit
+from approvals.lifecycle import request_approve, request_submit
+from approvals.lines import Decision
 from approvals.models import ApprovalPolicy, QuotaRequest
 from common.errors import PermissionDenied
 from quotas.models import Allocation, AuditEvent

@@ -4,7 +4,8 @@ revise-and-submit keeps the request as it was, and drafts can be deleted by thei
 import pytest
 from rest_framework.test import APIClient
 
-from approvals.lifecycle import LineInput, request_create, request_delete, request_revise
+from approvals.lifecycle import request_create, request_delete, request_revise
+from approvals.lines import LineInput
 from approvals.models import QuotaRequest, RequestLine
 from common.errors import NotAllowed, PermissionDenied, ValidationFailed
 from quotas.models import AuditEvent

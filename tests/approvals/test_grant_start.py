@@ -14,7 +14,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from approvals.grants import requests_expire_due, requests_start_due
-from approvals.lifecycle import LineInput, request_approve, request_create, request_submit
+from approvals.lifecycle import request_approve, request_create, request_submit
+from approvals.lines import LineInput
 from approvals.models import QuotaRequest
 from portal.celery import app
 from quotas.models import Allocation, AuditEvent

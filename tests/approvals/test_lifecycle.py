@@ -6,8 +6,6 @@ import pytest
 from django.db import transaction
 
 from approvals.lifecycle import (
-    Decision,
-    LineInput,
     request_approve,
     request_changes,
     request_create,
@@ -18,6 +16,7 @@ from approvals.lifecycle import (
     request_withdraw,
     requests_follow_syncs,
 )
+from approvals.lines import Decision, LineInput
 from approvals.locks import lock_request
 from approvals.models import QuotaRequest
 from approvals.transitions import S, transition

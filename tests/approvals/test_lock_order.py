@@ -16,12 +16,12 @@ from django.utils import timezone
 from approvals.approval_policies import approval_policy_save
 from approvals.grants import requests_expire_due, requests_start_due
 from approvals.lifecycle import (
-    LineInput,
     request_approve,
     request_create,
     request_revise,
     requests_follow_syncs,
 )
+from approvals.lines import LineInput
 from approvals.models import ApprovalPolicy
 from quotas.locks import LOCK_ORDER
 from quotas.models import ClusterCapacity, PriorityClass, Resource, Suggestion, SyncRequest

@@ -10,7 +10,8 @@ from decimal import Decimal
 import pytest
 from rest_framework.test import APIClient
 
-from approvals.lifecycle import Decision, request_approve, request_rebase, request_submit
+from approvals.lifecycle import request_approve, request_rebase, request_submit
+from approvals.lines import Decision
 from approvals.models import QuotaRequest
 from common.errors import NotAllowed, PermissionDenied, ValidationFailed
 from quotas.models import Allocation, AuditEvent

@@ -16,7 +16,6 @@ from django.utils import timezone
 
 from approvals.grants import requests_expire_due, requests_start_due
 from approvals.lifecycle import (
-    LineInput,
     request_approve,
     request_changes,
     request_revise,
@@ -24,6 +23,7 @@ from approvals.lifecycle import (
     request_withdraw,
     requests_follow_syncs,
 )
+from approvals.lines import LineInput
 from approvals.models import QuotaRequest
 from common.errors import ApplicationError
 from quotas.models import Allocation, AuditEvent, SyncRequest, Team, TeamNamespace
@@ -262,7 +262,8 @@ def test_a_grant_starting_vs_an_admin_approving_a_change_of_the_same_allocation(
 def test_removing_a_priority_class_vs_approving_a_request_that_adds_it(
     round_, plan, lead_c, gpu, admin, admin2, strict_policy
 ):
-    from approvals.lifecycle import LineInput, request_create
+    from approvals.lifecycle import request_create
+    from approvals.lines import LineInput
     from quotas.models import PriorityClass
     from quotas.services import priority_class_delete
 

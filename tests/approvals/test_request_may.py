@@ -8,7 +8,8 @@ edit form to anyone who could see the request (an auditor, a member), only for t
 
 import pytest
 
-from approvals.lifecycle import LineInput, request_revise
+from approvals.lifecycle import request_revise
+from approvals.lines import LineInput
 from approvals.models import QuotaRequest
 from approvals.selectors import may_request_for, request_actions_for, request_may
 from common.errors import PermissionDenied

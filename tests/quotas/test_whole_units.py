@@ -7,7 +7,8 @@ from decimal import Decimal
 import pytest
 from django.core.exceptions import ValidationError
 
-from approvals.lifecycle import Decision, request_approve, request_submit
+from approvals.lifecycle import request_approve, request_submit
+from approvals.lines import Decision
 from common.errors import ValidationFailed
 from quotas.models import Allocation, ClusterCapacity, Resource
 from quotas.rules import RULE_WHOLE_UNITS, AllocationFacts, check_plan
