@@ -11,6 +11,7 @@ WORKDIR /app
 COPY requirements.txt ./
 RUN pip install --no-cache-dir --require-hashes -r requirements.txt
 COPY pyproject.toml README.md ./
+COPY common ./common
 COPY portal ./portal
 COPY quotas ./quotas
 COPY approvals ./approvals

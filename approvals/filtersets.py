@@ -4,7 +4,8 @@
 import django_filters
 
 from approvals.models import QuotaRequest
-from portal.filtersets import PortalFilterSet, StrictBooleanFilter, one_of
+from approvals.selectors import requests_awaiting_decision_by
+from common.filtersets import PortalFilterSet, StrictBooleanFilter, one_of
 from quotas.filtersets import cluster_filter, team_filter
 from quotas.roles import is_platform_admin
 
@@ -63,8 +64,4 @@ class RequestFilterSet(PortalFilterSet):
         user = self.request.user if self.request is not None else None
         if not value or user is None or not is_platform_admin(user):
             return queryset
-        return (
-            queryset.filter(status=S.SUBMITTED)
-            .exclude(requested_by=user)
-            .exclude(approvals__admin=user)
-        )
+        return requests_awaiting_decision_by(user, queryset)

@@ -1,16 +1,17 @@
-"""Forms of the request pages: they parse input only; the rules live in approvals.services."""
+"""Forms of the request pages: they parse input only; the rules live in approvals.lifecycle."""
 
 from django import forms
 from django.forms import formset_factory
 from django.utils.translation import gettext_lazy as _
 
+from approvals.lines import KEEP, Decision, LineInput
 from approvals.models import (
     COMMENT_MAX_LENGTH,
     JUSTIFICATION_MAX_LENGTH,
     QuotaRequest,
     RequestLine,
 )
-from approvals.services import KEEP, Decision, LineInput
+from common.amounts import format_amount
 from quotas.models import ClusterCapacity, PriorityClass, Team, TeamNamespace
 
 # Lines one request may hold in the form (more are refused, naming the limit).
@@ -188,11 +189,9 @@ def line_initial(line: RequestLine) -> dict:
     return {
         "team_namespace": line.team_namespace_id,
         "resource": line.resource_id,
-        "guarantee": line.requested_guarantee.normalize(),
-        "cap": line.requested_cap.normalize(),
-        "per_pod_max": line.requested_per_pod_max.normalize()
-        if line.requested_per_pod_max is not None
-        else None,
+        "guarantee": format_amount(line.requested_guarantee),
+        "cap": format_amount(line.requested_cap),
+        "per_pod_max": format_amount(line.requested_per_pod_max),
         "remove_per_pod_max": line.requested_per_pod_max is None
         and line.current_per_pod_max is not None,
         "priority_classes": list(line.requested_priority_classes),

@@ -1,6 +1,7 @@
 """Notifications on quota request events: e-mail and signed webhooks, sent after the commit.
 
-The rest of the portal calls :func:`notify` only; the Celery tasks here do the sending. Webhook
+The lifecycle and the grants call :func:`notify_request` (a request's event: its payload and who
+is told), which calls :func:`notify`; nothing else sends. The Celery tasks here send. Webhook
 receivers check ``X-Portal-Signature: t=<unix time>,id=<delivery id>,v1=<hex HMAC-SHA256 of
 "t.id.body">`` with :func:`verify_signature` (or its equivalent: README) and de-duplicate on the
 signed delivery id: a delivery may arrive more than once (``acks_late``, retries), always with the
@@ -12,7 +13,6 @@ import hmac
 import http.client
 import json
 import logging
-import random
 import time
 import uuid
 from urllib.error import HTTPError, URLError
@@ -29,7 +29,12 @@ from django.utils.text import capfirst
 from django.utils.translation import gettext, gettext_noop
 from django.utils.translation import gettext as _
 
+from approvals.lines import lines_json
+from approvals.models import QuotaRequest
+from common.retry import backoff_seconds
 from quotas.audit_anchors import audit_anchor_write
+from quotas.models import TeamMembership
+from quotas.roles import platform_admins
 from quotas.texts import LIST_SEPARATOR
 
 log = logging.getLogger(__name__)
@@ -223,34 +228,78 @@ def verify_signature(
     return True
 
 
+# --- what a request's notification says, and to whom -----------------------------------------
+
+
+def request_payload(request: QuotaRequest) -> dict:
+    return {
+        "id": request.pk,
+        "team": request.team.slug,
+        "status": request.status,
+        "kind": request.kind,
+        "requested_by": request.requested_by.username,
+        "justification": request.justification,
+        "starts_at": request.starts_at.isoformat() if request.starts_at else None,
+        "ends_at": request.ends_at.isoformat() if request.ends_at else None,
+        "decision_comment": request.decision_comment,
+        "auto_approved": request.auto_approved,
+        "lines": lines_json(request),
+        "url": f"{settings.PORTAL_BASE_URL.rstrip('/')}/requests/{request.pk}/",
+    }
+
+
+def _recipients(request: QuotaRequest, event: str) -> list[str]:
+    admins = platform_admins().values_list("email", flat=True)
+    leads = TeamMembership.objects.filter(
+        team=request.team, role=TeamMembership.Role.LEAD, user__is_active=True
+    ).values_list("user__email", flat=True)
+    if event == "request.submitted":
+        emails = list(admins)
+    elif event == "request.withdrawn":
+        # The admins were asked (or gave capacity to a scheduled grant); the leads see it go.
+        emails = [*admins, request.requested_by.email, *leads]
+    else:
+        emails = [request.requested_by.email, *leads]
+    return sorted({e for e in emails if e})
+
+
+def notify_request(request: QuotaRequest, event: str, **extra) -> None:
+    """Queued for after the commit: a rolled-back decision notifies nobody."""
+    notify(
+        event=event,
+        payload={**request_payload(request), **extra},
+        recipients=_recipients(request, event),
+    )
+
+
 # --- tasks -----------------------------------------------------------------------------------
 
 
 @shared_task(
+    bind=True,
     name="approvals.send_email",
     acks_late=True,
     reject_on_worker_lost=True,
-    # SMTP errors are OSErrors. A retry may repeat a message the server already took: mail is
-    # at least once.
-    autoretry_for=(OSError,),
     max_retries=EMAIL_MAX_RETRIES,
-    retry_backoff=BACKOFF_BASE,
-    retry_backoff_max=BACKOFF_MAX,
-    retry_jitter=True,
     ignore_result=True,
 )
-def send_email_task(event: str, payload: dict, recipients: list[str]) -> None:
-    """E-mail one notification (plain text) to the recipients."""
+def send_email_task(self, event: str, payload: dict, recipients: list[str]) -> None:
+    """E-mail one notification (plain text) to the recipients; retried with backoff."""
     if not recipients:
         return
     with translation.override(settings.LANGUAGE_CODE):
         subject, body = email_subject(event, payload), email_body(event, payload)
-    send_mail(
-        subject=subject,
-        message=body,
-        from_email=settings.DEFAULT_FROM_EMAIL,
-        recipient_list=recipients,
-    )
+    try:
+        send_mail(
+            subject=subject,
+            message=body,
+            from_email=settings.DEFAULT_FROM_EMAIL,
+            recipient_list=recipients,
+        )
+    except OSError as exc:
+        # SMTP errors are OSErrors. A retry may repeat a message the server already took: mail
+        # is at least once. After the last try Celery raises the error.
+        raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
 
 
 @shared_task(
@@ -324,7 +373,7 @@ def send_webhook_task(self, url: str, body_json: str) -> str:
             failure,
         )
         return "gave_up"
-    countdown = backoff_seconds(self.request.retries)
+    countdown = _backoff(self.request.retries)
     if retry_after is not None:
         countdown = min(BACKOFF_MAX, max(countdown, retry_after))
     log.info(
@@ -460,10 +509,8 @@ def _log_missing_secret() -> None:
         log.error("WEBHOOK_URLS is set but WEBHOOK_SECRET is empty: webhooks are not sent")
 
 
-def backoff_seconds(retries: int) -> float:
-    """Exponential backoff with jitter, bounded."""
-    ceiling = min(BACKOFF_MAX, BACKOFF_BASE * (2**retries))
-    return random.uniform(ceiling / 2, ceiling)
+def _backoff(retries: int) -> float:
+    return backoff_seconds(retries, base=BACKOFF_BASE, cap=BACKOFF_MAX)
 
 
 def _retry_after_seconds(value: str | None) -> float | None:

@@ -10,6 +10,7 @@ from decimal import Decimal
 
 from django.utils.translation import gettext_noop
 
+from common.amounts import format_amount
 from quotas.texts import Text
 
 DEFAULT_AUTO_APPROVE_DECREASES = True
@@ -22,10 +23,6 @@ DEFAULT_AUTO_APPROVE_PERIOD_DAYS = 30
 # A class valued above every class the allocation allows lets the team preempt (or jump the
 # queue of) other teams: by default as weighty as a large increase.
 DEFAULT_TWO_ADMINS_FOR_HIGHER_CLASS = True
-
-
-def _amount(value: Decimal) -> str:
-    return "0" if value == 0 else f"{value.normalize():f}"
 
 
 @dataclass(frozen=True)
@@ -78,14 +75,15 @@ class LineDelta:
         before, after = self.per_pod_max_before, self.per_pod_max_after
         if before is not None and after is None:
             text = Text.of(
-                gettext_noop("removes the per-pod max (was %(before)s)"), before=_amount(before)
+                gettext_noop("removes the per-pod max (was %(before)s)"),
+                before=format_amount(before),
             )
             found.append((text, False))
         elif before is not None and after is not None and after > before:
             text = Text.of(
                 gettext_noop("raises the per-pod max from %(before)s to %(after)s"),
-                before=_amount(before),
-                after=_amount(after),
+                before=format_amount(before),
+                after=format_amount(after),
             )
             found.append((text, False))
         if self.classes_before and not self.classes_after:
@@ -228,9 +226,9 @@ def decide_policy(
                     "an increase of %(increase)s on %(cluster)s is above %(threshold)s: "
                     "two admins must approve"
                 ),
-                increase=_amount(biggest.increase),
+                increase=format_amount(biggest.increase),
                 cluster=biggest.cluster,
-                threshold=_amount(policy(biggest).two_admins_above),
+                threshold=format_amount(policy(biggest).two_admins_above),
             ),
         )
     outranking = tuple(
@@ -291,10 +289,10 @@ def decide_policy(
                     ),
                     team=team if team else Text(gettext_noop("the team")),
                     cluster=cluster,
-                    budget=_amount(facts.auto_approve_budget),
+                    budget=format_amount(facts.auto_approve_budget),
                     days=facts.auto_approve_period_days,
-                    spent=_amount(spent),
-                    asked=_amount(asked),
+                    spent=format_amount(spent),
+                    asked=format_amount(asked),
                 ),
             )
     return PolicyDecision(

@@ -2,7 +2,7 @@
 of a submit (or, for a submitted request, of its approval), and the cluster objects it would
 change (dry-run writes, for admins and auditors).
 
-The checks are the services' own (``_build_lines``, ``validate_lines``, ``_policy_decision``),
+The checks are the lifecycle's own (``request_create``, ``validate_lines``, ``policy_decision``),
 run inside a transaction that is always rolled back, so a preview and a submit can never
 disagree and a preview leaves nothing behind.
 """
@@ -14,17 +14,23 @@ from datetime import datetime
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from approvals import services
+from approvals import lifecycle
+from approvals.approval_policies import policy_decision
+from approvals.lines import LineInput, ordered_lines, refresh_current
 from approvals.models import QuotaRequest, RequestLine
 from approvals.policy import PolicyDecision
-from approvals.selectors import allocation_changes, lines_preview, request_base_changes
+from approvals.selectors import (
+    allocation_changes,
+    lines_preview,
+    may_preview_in_clusters,
+    request_base_changes,
+)
 from approvals.transitions import S
 from approvals.validation import validate_lines
 from quotas.kube.client import KubeError
 from quotas.kube.plan import AllocationChange
 from quotas.kube.sync import Outcome
 from quotas.models import Team
-from quotas.roles import sees_everything
 from quotas.rules import Finding
 
 # Requests judged as on submit; the others as on approval (decided values, who must approve).
@@ -58,13 +64,13 @@ class _RollBack(Exception):
 
 def _judge(request: QuotaRequest) -> tuple[RequestCheck, dict]:
     """Inside the caller's (rolled back) transaction: the check, and the cluster changes."""
-    stale = request_base_changes(services._lines(request))  # before current_* move to now
-    services._refresh_current(request)
-    lines = services._lines(request)
+    stale = request_base_changes(ordered_lines(request))  # before current_* move to now
+    refresh_current(request)
+    lines = ordered_lines(request)
     as_submit = request.status in _AS_ON_SUBMIT
     findings = validate_lines(lines, final=not as_submit, exclude_request_id=request.pk)
     has_errors = any(f.is_error for f in findings)
-    decision = services._policy_decision(request, lines, has_errors=has_errors, auto=as_submit)
+    decision = policy_decision(request, lines, has_errors=has_errors, auto=as_submit)
     check = RequestCheck(
         judged_as="submit" if as_submit else "approve",
         findings=findings,
@@ -78,7 +84,7 @@ def _judge(request: QuotaRequest) -> tuple[RequestCheck, dict]:
 def _with_clusters(
     check: RequestCheck, changes: dict[tuple[int, str], list[AllocationChange]], user: User
 ) -> RequestCheck:
-    if not sees_everything(user):
+    if not may_preview_in_clusters(user):
         return check
     try:
         check.clusters = lines_preview(changes)
@@ -107,7 +113,7 @@ def request_draft_check(
     team: Team,
     acting_user: User,
     justification: str,
-    lines: Iterable[services.LineInput],
+    lines: Iterable[LineInput],
     kind: str = QuotaRequest.Kind.PERMANENT,
     starts_at: datetime | None = None,
     ends_at: datetime | None = None,
@@ -117,7 +123,7 @@ def request_draft_check(
     result: list = []
     try:
         with transaction.atomic():
-            draft = services.request_create(
+            draft = lifecycle.request_create(
                 team=team,
                 acting_user=acting_user,
                 justification=justification,

@@ -1,7 +1,7 @@
 """Reactions of approvals to what quotas reports."""
 
+from approvals.lifecycle import requests_follow_syncs
 from approvals.models import QuotaRequest
-from approvals.services import requests_follow_syncs
 
 
 def follow_finished_sync(*, request_ids: list[int], **_kwargs) -> None:

@@ -6,12 +6,12 @@ from decimal import Decimal
 from django.db.models import QuerySet
 
 from approvals.models import QuotaRequest, RequestLine
+from common.amounts import format_amount
 from quotas.kube.plan import AllocationChange, resource_plan
 from quotas.kube.sync import Outcome, cluster_preview
 from quotas.models import Allocation
 from quotas.roles import AnyUser, is_platform_admin, sees_everything
-from quotas.selectors import team_ids_of, teams_led_by
-from quotas.services import amount_text
+from quotas.selectors import team_ids_of, teams_requestable_by
 
 BASE_FIELDS = ("guarantee", "cap", "per_pod_max", "priority_classes")
 
@@ -34,7 +34,30 @@ WITHDRAWABLE = (*EDITABLE, QuotaRequest.Status.SUBMITTED, QuotaRequest.Status.AP
 
 def may_request_for(user: AnyUser, team_id: int) -> bool:
     """Platform admins, and leads of the team (or of a department above it)."""
-    return is_platform_admin(user) or teams_led_by(user).filter(pk=team_id).exists()
+    return teams_requestable_by(user).filter(pk=team_id).exists()
+
+
+def has_approved(user: AnyUser, request: QuotaRequest) -> bool:
+    """The admin approved the request already: a second approval must come from another."""
+    return request.approvals.filter(admin_id=user.pk).exists()
+
+
+def requests_awaiting_decision_by(
+    user: AnyUser, requests: QuerySet[QuotaRequest]
+) -> QuerySet[QuotaRequest]:
+    """Of ``requests``, those waiting for this platform admin: submitted, not their own, not
+    approved by them yet (request_may's "decide" and has_approved, as a query)."""
+    return (
+        requests.filter(status=QuotaRequest.Status.SUBMITTED)
+        .exclude(requested_by=user)
+        .exclude(approvals__admin=user)
+    )
+
+
+def may_preview_in_clusters(user: AnyUser) -> bool:
+    """Who sees what a request would write in the clusters (server-side dry runs): platform
+    admins and auditors."""
+    return sees_everything(user)
 
 
 def request_may(user: AnyUser, request: QuotaRequest, action: str) -> bool:
@@ -139,7 +162,7 @@ def line_base_values(line: RequestLine) -> dict:
 
 
 def _text(value) -> object:
-    return value if isinstance(value, list) else amount_text(value)
+    return value if isinstance(value, list) else format_amount(value)
 
 
 def request_base_changes(lines: list[RequestLine]) -> list[dict]:

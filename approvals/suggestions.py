@@ -3,10 +3,11 @@ services as any other, so it is validated and approved like any other."""
 
 from django.contrib.auth.models import User
 
+from approvals.lifecycle import request_create
+from approvals.lines import LineInput
 from approvals.models import QuotaRequest
-from approvals.services import LineInput, request_create
+from common.amounts import format_amount
 from quotas.models import Allocation, Suggestion
-from quotas.rules import fmt
 
 FIGURES_IN_JUSTIFICATION = (
     ("days_of_data", "days of data"),
@@ -29,8 +30,9 @@ def suggestion_justification(suggestion: Suggestion) -> str:
     lines = [
         f"From the portal's suggestion for {s.team_namespace.name} {s.resource.name} from the "
         f"usage of {s.month:%Y-%m} (confidence {s.confidence}): guarantee "
-        f"{fmt(s.current_guarantee)} → {fmt(s.suggested_guarantee)}, cap {fmt(s.current_cap)} → "
-        f"{fmt(s.suggested_cap)}.",
+        f"{format_amount(s.current_guarantee)} → {format_amount(s.suggested_guarantee)}, cap "
+        f"{format_amount(s.current_cap)} → "
+        f"{format_amount(s.suggested_cap)}.",
     ]
     if figures:
         lines.append(f"Figures: {figures}.")

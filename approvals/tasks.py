@@ -3,12 +3,8 @@
 from celery import shared_task
 
 from approvals import notify  # noqa: F401 - registers the notification tasks
-from approvals.services import (
-    requests_expire_due,
-    requests_follow_syncs,
-    requests_notify_expiring,
-    requests_start_due,
-)
+from approvals.grants import requests_expire_due, requests_notify_expiring, requests_start_due
+from approvals.lifecycle import requests_follow_syncs
 
 
 @shared_task(name="approvals.lifecycle_tick", acks_late=True, ignore_result=True)

@@ -9,7 +9,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from approvals.models import QuotaRequest
-from portal.errors import NotAllowed
+from common.errors import NotAllowed
 from quotas.audit import audit_record
 
 S = QuotaRequest.Status
@@ -51,10 +51,6 @@ def check_transition(request: QuotaRequest, target: str) -> None:
             field="status",
             extra={"status": request.status, "target": target},
         )
-
-
-def lock_request(request_id: int) -> QuotaRequest:
-    return QuotaRequest.objects.select_for_update().get(pk=request_id)
 
 
 def transition(

@@ -6,12 +6,11 @@ field they name, with the user's input kept.
 """
 
 import re
-from decimal import Decimal
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import Count, Prefetch
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -26,16 +25,8 @@ from approvals.forms import (
     line_formset,
     line_initial,
 )
-from approvals.models import QuotaRequest, RequestLine
-from approvals.selectors import (
-    EDITABLE,
-    request_actions_for,
-    request_base_changes,
-    request_may,
-    request_preview,
-    requests_visible_to,
-)
-from approvals.services import (
+from approvals.grants import request_revoke
+from approvals.lifecycle import (
     request_approve,
     request_changes,
     request_create,
@@ -43,12 +34,23 @@ from approvals.services import (
     request_rebase,
     request_reject,
     request_revise,
-    request_revoke,
     request_submit,
     request_withdraw,
 )
+from approvals.models import QuotaRequest, RequestLine
+from approvals.selectors import (
+    EDITABLE,
+    has_approved,
+    may_preview_in_clusters,
+    request_actions_for,
+    request_base_changes,
+    request_may,
+    request_preview,
+    requests_visible_to,
+)
 from approvals.validation import requests_fit_problems
-from portal.errors import ApplicationError
+from common.amounts import format_amount
+from common.errors import ApplicationError
 from quotas.kube.client import KubeError
 from quotas.models import (
     Allocation,
@@ -58,8 +60,7 @@ from quotas.models import (
     Team,
     TeamNamespace,
 )
-from quotas.roles import is_platform_admin, sees_everything
-from quotas.selectors import teams_led_by
+from quotas.selectors import teams_requestable_by
 
 S = QuotaRequest.Status
 LINE_FIELD = re.compile(r"^(?:lines|decisions)\[(\d+)\](?:\.(\w+))?")
@@ -112,17 +113,13 @@ def request_list(request: HttpRequest) -> HttpResponse:
             "filter_errors": errors,
             "page": page,
             "query": query.urlencode(),
-            "may_request": is_platform_admin(user) or teams_led_by(user).exists(),
+            "may_request": teams_requestable_by(user).exists(),
         },
         status=400 if errors else 200,
     )
 
 
 # --- new and edit ---------------------------------------------------------------------------
-
-
-def _teams_for_requests(user) -> QuerySet[Team]:
-    return Team.objects.all() if is_platform_admin(user) else teams_led_by(user)
 
 
 def _current_values(teams) -> dict:
@@ -139,14 +136,10 @@ def _current_values(teams) -> dict:
     }
     current: dict[str, dict] = {}
     for a in Allocation.objects.filter(team_namespace__in=namespaces):
-
-        def amount(value):
-            return None if value is None else f"{Decimal(value).normalize():f}"
-
         current.setdefault(str(a.team_namespace_id), {})[str(a.resource_id)] = {
-            "guarantee": amount(a.guarantee),
-            "cap": amount(a.cap),
-            "per_pod_max": amount(a.per_pod_max),
+            "guarantee": format_amount(a.guarantee),
+            "cap": format_amount(a.cap),
+            "per_pod_max": format_amount(a.per_pod_max),
             "priority_classes": list(a.priority_classes),
         }
     return {"namespaces": data, "current": current}
@@ -260,7 +253,7 @@ def _form_initial(draft: QuotaRequest) -> dict:
 @login_required
 @require_http_methods(["GET", "POST"])
 def request_new(request: HttpRequest) -> HttpResponse:
-    teams = _teams_for_requests(request.user)
+    teams = teams_requestable_by(request.user)
     if not teams.exists():
         return render(
             request,
@@ -392,7 +385,7 @@ def _render_detail(
     approvals = list(qr.approvals.select_related("admin").order_by("created_at"))
     # The same answer the services enforce (approvals.selectors.request_may).
     allowed = request_actions_for(user, qr)
-    may_decide = "decide" in allowed and not any(a.admin_id == user.pk for a in approvals)
+    may_decide = "decide" in allowed and not has_approved(user, qr)
     plan_problems = []
     if qr.status == S.SUBMITTED:
         plan_problems = [f.message for f in requests_fit_problems([qr])[qr.pk]]
@@ -426,7 +419,7 @@ def _render_detail(
             "stale": stale,
             "may_decide": may_decide,
             "plan_problems": plan_problems,
-            "may_preview": sees_everything(user),
+            "may_preview": may_preview_in_clusters(user),
             "approve_form": approve_form,
             "reject_form": reject_form or CommentForm(prefix="reject"),
             "changes_form": changes_form or CommentForm(prefix="changes"),
@@ -541,7 +534,7 @@ def request_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
 def request_preview_page(request: HttpRequest, pk: int) -> HttpResponse:
     """What approving would change in each cluster, from server-side dry runs."""
     qr = _visible_request(request.user, pk)
-    if not sees_everything(request.user):
+    if not may_preview_in_clusters(request.user):
         return render(
             request,
             "approvals/refused.html",

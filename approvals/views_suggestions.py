@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from approvals.selectors import requests_visible_to
 from approvals.suggestions import request_from_suggestion
-from portal.errors import ApplicationError, PermissionDenied
+from common.errors import ApplicationError, PermissionDenied
 from quotas.usage.suggestion_selectors import suggestions_visible_to
 
 

@@ -1,7 +1,8 @@
 from django.contrib import admin
 from django.utils.translation import gettext_lazy
 
-from portal.models import ApiToken, IdempotencyKey, WorkerHeartbeat
+from common.api.idempotency import IdempotencyKey
+from portal.models import ApiToken, WorkerHeartbeat
 from portal.tokens import api_token_revoke
 
 

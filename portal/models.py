@@ -1,9 +1,12 @@
-"""Operational rows of the portal itself (not domain data)."""
+"""Operational rows of the portal itself (not domain data).
+
+IdempotencyKey, also a row of this app, is defined with the code that uses it
+(common.api.idempotency) and imported here so the app registers it."""
 
 from django.conf import settings
-from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
-from django.utils.translation import gettext_lazy as _
+
+from common.api.idempotency import IdempotencyKey  # noqa: F401 - registered with this app
 
 
 class WorkerHeartbeat(models.Model):
@@ -53,39 +56,3 @@ class ApiToken(models.Model):
         if self.public_id:
             return f"{self.PREFIX}{self.public_id}"
         return f"old-format token #{self.pk}"
-
-
-class IdempotencyKey(models.Model):
-    """One ``Idempotency-Key`` of one user: the request it was first used for (a fingerprint of
-    method, path and body) and, once that request succeeded, its response to replay.
-
-    The unique (user, key) constraint is the lock: of two requests racing with the same key
-    exactly one inserts the row and does the work; the other finds the row (see
-    portal/api/idempotency.py)."""
-
-    class State(models.TextChoices):
-        IN_PROGRESS = "in_progress", _("in progress")
-        DONE = "done", _("done")
-
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="idempotency_keys"
-    )
-    key = models.CharField(max_length=255)
-    fingerprint = models.CharField(max_length=64)
-    method = models.CharField(max_length=10)
-    path = models.CharField(max_length=500)
-    state = models.CharField(max_length=12, choices=State.choices, default=State.IN_PROGRESS)
-    created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField(db_index=True)
-    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
-    response_body = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
-    response_headers = models.JSONField(default=dict, blank=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-        constraints = [
-            models.UniqueConstraint(fields=["user", "key"], name="idempotencykey_unique_user_key")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.key} of {self.user_id} ({self.state})"

@@ -77,7 +77,9 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "portal.context_processors.roles",
+                "portal.context_processors.workers",
             ],
+            "builtins": ["common.amounts"],
         },
     },
 ]
@@ -205,7 +207,7 @@ REST_FRAMEWORK = {
     # Rates are set in the security block below, from the environment.
     "DEFAULT_THROTTLE_RATES": {},
     # One page style for every list (?page=&page_size=), FilterSets for every filter, one schema.
-    "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.ApiPagination",
+    "DEFAULT_PAGINATION_CLASS": "common.api.pagination.ApiPagination",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "portal.api.schema.PortalAutoSchema",
     "DEFAULT_METADATA_CLASS": "portal.api.metadata.ApiMetadata",

@@ -14,9 +14,8 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
-from portal.errors import ApplicationError
+from common.errors import ApplicationError
 from portal.tokens import NAME_MAX_LENGTH, api_token_create, api_token_revoke, api_tokens_visible_to
-from quotas.roles import is_platform_admin
 
 
 class TokenCreateForm(forms.Form):
@@ -46,11 +45,8 @@ def _page(request: HttpRequest, form: TokenCreateForm, *, created=None, status=2
         "form": form,
         "created": created,
         "own_tokens": [t for t in visible if t.user_id == user.pk],
-        "other_tokens": (
-            [t for t in visible if t.user_id != user.pk and t.revoked_at is None]
-            if is_platform_admin(user)
-            else []
-        ),
+        # Others' tokens are visible to platform admins only (api_tokens_visible_to).
+        "other_tokens": [t for t in visible if t.user_id != user.pk and t.revoked_at is None],
         "now": timezone.now(),
         "max_days": settings.API_TOKEN_MAX_DAYS,
     }

@@ -19,7 +19,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from portal.errors import NotAllowed, PermissionDenied, ValidationFailed
+from common.errors import NotAllowed, PermissionDenied, ValidationFailed
 from portal.models import ApiToken
 from quotas.audit import audit_record
 from quotas.roles import is_platform_admin

@@ -17,7 +17,7 @@ from django.urls import path, reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
-from portal.errors import ApplicationError
+from common.errors import ApplicationError
 from quotas.kube.client import KubeError
 from quotas.kube.status import cluster_backend_problems
 from quotas.kube.sync import cluster_preview

@@ -22,6 +22,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 from quotas.audit_anchors import Anchor
+from quotas.locks import lock_audit_head
 from quotas.models.audit import AuditChainHead, AuditEvent
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,7 @@ def _as_stored_json(value: dict | None) -> Any:
 
 
 def _chain_head_locked() -> AuditChainHead:
-    head = AuditChainHead.objects.select_for_update().filter(pk=AuditChainHead.SINGLETON_ID).first()
+    head = lock_audit_head()
     if head is not None:
         return head
     # No head yet (the table was emptied, e.g. by a test flush): start it at the last event.
@@ -156,7 +157,7 @@ def _chain_head_locked() -> AuditChainHead:
             )
     except IntegrityError:
         pass  # a concurrent appender created it first; its row is locked below
-    return AuditChainHead.objects.select_for_update().get(pk=AuditChainHead.SINGLETON_ID)
+    return lock_audit_head(missing_ok=False)
 
 
 def audit_record(

@@ -12,8 +12,8 @@ from django.core.validators import RegexValidator
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema_field
 
-from portal.errors import ValidationFailed
-from portal.filtersets import (
+from common.errors import ValidationFailed
+from common.filtersets import (
     MomentFilter,
     PortalFilterSet,
     StrictBooleanFilter,

@@ -1,6 +1,7 @@
 """Who is who: platform admins and auditors are Django groups; leads and members are per team."""
 
 from django.contrib.auth.models import AnonymousUser, Group, User
+from django.db.models import Q, QuerySet
 
 PLATFORM_ADMINS = "platform-admins"
 AUDITORS = "auditors"
@@ -21,6 +22,13 @@ def _in_group(user: AnyUser, group: str) -> bool:
 def is_platform_admin(user: AnyUser) -> bool:
     return bool(user.is_authenticated and user.is_active and user.is_superuser) or _in_group(
         user, PLATFORM_ADMINS
+    )
+
+
+def platform_admins() -> QuerySet[User]:
+    """The users is_platform_admin answers yes for: active superusers and the group's members."""
+    return User.objects.filter(is_active=True).filter(
+        Q(groups__name=PLATFORM_ADMINS) | Q(is_superuser=True)
     )
 
 

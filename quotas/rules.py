@@ -28,6 +28,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from django.utils.translation import gettext_noop
 
+from common.amounts import format_amount
 from quotas.texts import Text
 
 ERROR = "error"
@@ -160,14 +161,6 @@ class Finding:
         return self.level == ERROR
 
 
-def fmt(value: Decimal | int) -> str:
-    """An amount without trailing zeros or exponent: 10.000 -> "10", 0.50 -> "0.5"."""
-    d = value if isinstance(value, Decimal) else Decimal(value)
-    if d == 0:
-        return "0"  # also turns -0 into 0
-    return format(d.normalize(), "f")
-
-
 def whole_number_text(field: str, value: Decimal | None, resource: str) -> Text | None:
     """The message when an amount of a whole-unit resource has a fraction, else None."""
     if value is None or value == value.to_integral_value():
@@ -176,7 +169,7 @@ def whole_number_text(field: str, value: Decimal | None, resource: str) -> Text 
         gettext_noop("%(field)s must be a whole number of %(resource)s, got %(value)s"),
         field=field_name(field),
         resource=resource,
-        value=fmt(value),
+        value=format_amount(value),
     )
 
 
@@ -313,7 +306,7 @@ def _finding(level: str, rule: str, field: str, text: Text, a: AllocationFacts) 
 
 
 def _percent(share: Decimal) -> str:
-    return f"{fmt(share * 100)}%"
+    return f"{format_amount(share * 100)}%"
 
 
 def _allocation_findings(
@@ -334,7 +327,7 @@ def _allocation_findings(
     }
     for field_, value in (("guarantee", a.guarantee), ("cap", a.cap)):
         if value < 0:
-            text = Text.of(negative[field_], value=fmt(value), where=where)
+            text = Text.of(negative[field_], value=format_amount(value), where=where)
             found.append(_finding(ERROR, RULE_NEGATIVE, field_, text, a))
     if a.resource in cluster.whole_resources:
         for field_, value in (
@@ -351,18 +344,22 @@ def _allocation_findings(
     if a.per_pod_max is not None and a.per_pod_max <= 0:
         text = Text.of(
             gettext_noop("per-pod max %(value)s for %(where)s must be positive (or empty)"),
-            value=fmt(a.per_pod_max),
+            value=format_amount(a.per_pod_max),
             where=where,
         )
         found.append(_finding(ERROR, RULE_PER_POD_MAX_POSITIVE, "per_pod_max", text, a))
 
     if a.guarantee > a.cap:
         consequences = tuple(
-            Text.of(msgid, borrowing=fmt(a.cap - a.guarantee))
+            Text.of(msgid, borrowing=format_amount(a.cap - a.guarantee))
             for backend, msgid in _BACKEND_GUARANTEE_LE_CAP.items()
             if backend in cluster.backends
         )
-        amounts = {"guarantee": fmt(a.guarantee), "cap": fmt(a.cap), "where": where}
+        amounts = {
+            "guarantee": format_amount(a.guarantee),
+            "cap": format_amount(a.cap),
+            "where": where,
+        }
         if consequences:
             text = Text.of(
                 gettext_noop(
@@ -386,8 +383,8 @@ def _allocation_findings(
             gettext_noop(
                 "per-pod max %(per_pod_max)s exceeds cap %(cap)s for %(where)s (per-pod max ≤ cap)"
             ),
-            per_pod_max=fmt(a.per_pod_max),
-            cap=fmt(a.cap),
+            per_pod_max=format_amount(a.per_pod_max),
+            cap=format_amount(a.cap),
             where=where,
         )
         found.append(_finding(ERROR, RULE_PER_POD_MAX_LE_CAP, "per_pod_max", text, a))
@@ -406,12 +403,12 @@ def _allocation_findings(
         max_cap = cluster.max_cap_share * capacity
         if a.cap > max_cap:
             values = {
-                "cap": fmt(a.cap),
+                "cap": format_amount(a.cap),
                 "share": _percent(cluster.max_cap_share),
                 "cluster": cluster.name,
-                "capacity": fmt(capacity),
+                "capacity": format_amount(capacity),
                 "resource": a.resource,
-                "max": fmt(max_cap),
+                "max": format_amount(max_cap),
             }
             if baseline is not None and a.cap <= baseline.cap:
                 # Already above the share (e.g. the share or the capacity was lowered since):
@@ -423,7 +420,7 @@ def _allocation_findings(
                         "%(capacity)s %(resource)s (max %(max)s); not blocking, the cap does "
                         "not rise (was %(was)s)"
                     ),
-                    was=fmt(baseline.cap),
+                    was=format_amount(baseline.cap),
                     **values,
                 )
             else:
@@ -445,12 +442,12 @@ def _allocation_findings(
                     "guarantee %(guarantee)s is below %(share)s of %(namespace)s's typical "
                     "daily peak %(peak)s %(resource)s last month (%(floor)s)"
                 ),
-                guarantee=fmt(a.guarantee),
+                guarantee=format_amount(a.guarantee),
                 share=_percent(PEAK_SHARE),
                 namespace=a.namespace,
-                peak=fmt(peak),
+                peak=format_amount(peak),
                 resource=a.resource,
-                floor=fmt(floor),
+                floor=format_amount(floor),
             )
             found.append(_finding(WARNING, RULE_GUARANTEE_BELOW_PEAK, "guarantee", text, a))
     return found
@@ -477,9 +474,9 @@ def _jump_findings(
             text = Text.of(
                 gettext_noop("%(field)s rises from %(old)s to %(new)s (×%(ratio)s)"),
                 field=field_name(field_),
-                old=fmt(old),
-                new=fmt(new),
-                ratio=fmt(ratio),
+                old=format_amount(old),
+                new=format_amount(new),
+                ratio=format_amount(ratio),
             )
         elif capacity and new - old > JUMP_CAPACITY_SHARE * capacity:
             text = Text.of(
@@ -488,12 +485,12 @@ def _jump_findings(
                     "of cluster %(cluster)s capacity %(capacity)s %(resource)s)"
                 ),
                 field=field_name(field_),
-                old=fmt(old),
-                new=fmt(new),
-                rise=fmt(new - old),
+                old=format_amount(old),
+                new=format_amount(new),
+                rise=format_amount(new - old),
                 share=_percent(JUMP_CAPACITY_SHARE),
                 cluster=cluster.name,
-                capacity=fmt(capacity),
+                capacity=format_amount(capacity),
                 resource=a.resource,
             )
         else:
@@ -518,15 +515,15 @@ def _capacity_sum_change(
     old, new = _guaranteed(resource, before), _guaranteed(resource, after)
     if new <= capacity:
         return []
-    values = {"cluster": cluster.name, "resource": resource, "capacity": fmt(capacity)}
+    values = {"cluster": cluster.name, "resource": resource, "capacity": format_amount(capacity)}
     if new > old:
         text = Text.of(
             gettext_noop(
                 "guarantees on cluster %(cluster)s would sum to %(new)s %(resource)s, above its "
                 "capacity %(capacity)s (free to guarantee: %(free)s)"
             ),
-            new=fmt(new),
-            free=fmt(max(capacity - old, ZERO)),
+            new=format_amount(new),
+            free=format_amount(max(capacity - old, ZERO)),
             **values,
         )
         level = ERROR
@@ -542,7 +539,7 @@ def _capacity_sum_change(
                 "guarantees on cluster %(cluster)s sum to %(old)s %(resource)s, above its "
                 "capacity %(capacity)s; this change keeps it at %(new)s"
             )
-        text = Text.of(msgid, old=fmt(old), new=fmt(new), **values)
+        text = Text.of(msgid, old=format_amount(old), new=format_amount(new), **values)
         level = WARNING
     return [
         Finding.of(
@@ -566,10 +563,10 @@ def _capacity_sum_plan(
             "capacity %(capacity)s (over by %(over)s)"
         ),
         cluster=cluster.name,
-        total=fmt(total),
+        total=format_amount(total),
         resource=resource,
-        capacity=fmt(capacity),
-        over=fmt(total - capacity),
+        capacity=format_amount(capacity),
+        over=format_amount(total - capacity),
     )
     return [
         Finding.of(

@@ -14,7 +14,7 @@ from quotas.models import (
     TeamMembership,
     TeamNamespace,
 )
-from quotas.roles import AnyUser, sees_everything
+from quotas.roles import AnyUser, is_platform_admin, sees_everything
 from quotas.rules import AllocationFacts, ClusterFacts, Finding, check_plan, sort_findings
 
 
@@ -49,6 +49,12 @@ def teams_visible_to(user: AnyUser) -> QuerySet[Team]:
 
 def teams_led_by(user: AnyUser) -> QuerySet[Team]:
     return Team.objects.filter(id__in=team_ids_of(user, roles=(TeamMembership.Role.LEAD,)))
+
+
+def teams_requestable_by(user: AnyUser) -> QuerySet[Team]:
+    """Teams the user may request quota for (and turn suggestions into requests for): every
+    team for platform admins, else the teams they lead (a department's lead: its teams too)."""
+    return Team.objects.all() if is_platform_admin(user) else teams_led_by(user)
 
 
 def namespaces_visible_to(user: AnyUser) -> QuerySet[TeamNamespace]:

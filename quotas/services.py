@@ -7,8 +7,18 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F, Sum
 
-from portal.errors import ValidationFailed
+from common.amounts import format_amount
+from common.errors import ValidationFailed
 from quotas.audit import audit_record
+from quotas.locks import (
+    lock_allocation,
+    lock_capacity,
+    lock_capacity_with_names,
+    lock_cluster,
+    lock_clusters,
+    lock_priority_class,
+    lock_team_namespace,
+)
 from quotas.models import (
     Allocation,
     AllocationVersion,
@@ -19,7 +29,6 @@ from quotas.models import (
     SyncRequest,
     TeamNamespace,
 )
-from quotas.rules import fmt
 
 
 def _amount(value: object, field: str) -> Decimal:
@@ -54,26 +63,21 @@ def allocation_values_check(
             raise ValidationFailed(message, field=field)
     if g > c:
         raise ValidationFailed(
-            f"guarantee {fmt(g)} exceeds cap {fmt(c)} (guarantee ≤ cap)",
+            f"guarantee {format_amount(g)} exceeds cap {format_amount(c)} (guarantee ≤ cap)",
             field="guarantee",
         )
     if p is not None and p == 0:
         raise ValidationFailed("per_pod_max must be positive or empty", field="per_pod_max")
     if p is not None and p > c:
         raise ValidationFailed(
-            f"per_pod_max {fmt(p)} exceeds cap {fmt(c)} (per-pod max ≤ cap)",
+            f"per_pod_max {format_amount(p)} exceeds cap {format_amount(c)} (per-pod max ≤ cap)",
             field="per_pod_max",
         )
     return g, c, p
 
 
-def amount_text(value: Decimal | None) -> str | None:
-    """An amount as the audit log and notifications write it: "10", "0.5", or None."""
-    return None if value is None else fmt(value)
-
-
 def _allocation_state(allocation: Allocation) -> dict:
-    amount = amount_text
+    amount = format_amount
     return {
         "namespace": allocation.team_namespace.name,
         "cluster": allocation.team_namespace.cluster.name,
@@ -108,11 +112,7 @@ def allocation_set(
     )
     classes = sorted(set(priority_classes))
     with transaction.atomic():
-        allocation = (
-            Allocation.objects.select_for_update()
-            .filter(team_namespace=team_namespace, resource=resource)
-            .first()
-        )
+        allocation = lock_allocation(team_namespace=team_namespace, resource=resource)
         before = None
         if allocation is None:
             allocation = Allocation.objects.create(
@@ -200,7 +200,7 @@ def cluster_set_sync_mode(
             f"sync_mode must be one of {allowed}, got {mode!r}", field="sync_mode"
         )
     with transaction.atomic():
-        locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
+        locked = lock_cluster(cluster.pk)
         if locked.sync_mode == mode:
             return locked
         before = locked.sync_mode
@@ -224,11 +224,12 @@ def team_namespace_set_shadow(
 ) -> TeamNamespace:
     """Put one team namespace in or out of shadow mode (canary rollout), audited, then sync."""
     with transaction.atomic():
-        locked = TeamNamespace.objects.select_for_update().get(pk=team_namespace.pk)
+        locked = lock_team_namespace(team_namespace.pk)
         if locked.shadow == shadow:
             return locked
         locked.shadow = shadow
         locked.save(update_fields=["shadow"])
+        cluster_plan_touch(cluster_id=locked.cluster_id)  # locks the cluster: before the audit head
         audit_record(
             acting_user=acting_user,
             action="namespace.shadow",
@@ -237,7 +238,6 @@ def team_namespace_set_shadow(
             after={"shadow": shadow},
             comment=comment,
         )
-        cluster_plan_touch(cluster_id=locked.cluster_id)
         cluster_sync_request(
             cluster=locked.cluster, acting_user=acting_user, reason=f"{locked.name} shadow={shadow}"
         )
@@ -255,7 +255,8 @@ def cluster_capacity_check(*, cluster: Cluster, resource: Resource, capacity: ob
     ).aggregate(total=Sum("guarantee"))["total"] or Decimal(0)
     if amount < guaranteed:
         raise ValidationFailed(
-            f"capacity {fmt(amount)} is below the {fmt(guaranteed)} {resource.name} guaranteed "
+            f"capacity {format_amount(amount)} is below the {format_amount(guaranteed)} "
+            f"{resource.name} guaranteed "
             f"on {cluster.name} (sum of guarantees ≤ capacity)",
             field="capacity",
         )
@@ -271,13 +272,9 @@ def cluster_capacity_set(
     cluster is losing at the same moment.
     """
     with transaction.atomic():
-        row = (
-            ClusterCapacity.objects.select_for_update()
-            .filter(cluster=cluster, resource=resource)
-            .first()
-        )
+        row = lock_capacity(cluster=cluster, resource=resource)
         amount = cluster_capacity_check(cluster=cluster, resource=resource, capacity=capacity)
-        before = None if row is None else {"capacity": amount_text(row.capacity)}
+        before = None if row is None else {"capacity": format_amount(row.capacity)}
         if row is None:
             row = ClusterCapacity.objects.create(
                 cluster=cluster, resource=resource, capacity=amount
@@ -299,7 +296,7 @@ def cluster_capacity_set(
             after={
                 "cluster": cluster.name,
                 "resource": resource.name,
-                "capacity": amount_text(amount),
+                "capacity": format_amount(amount),
             },
         )
     return row
@@ -328,7 +325,7 @@ def priority_class_save(
     with transaction.atomic():
         before = None
         if priority_class.pk:
-            old = PriorityClass.objects.select_for_update().get(pk=priority_class.pk)
+            old = lock_priority_class(priority_class.pk, missing_ok=False)
             for field in ("name", *PRIORITY_CLASS_IMMUTABLE):
                 if getattr(old, field) != getattr(priority_class, field):
                     raise ValidationFailed(
@@ -341,7 +338,7 @@ def priority_class_save(
                 return priority_class
         priority_class.full_clean()
         priority_class.save()
-        for cluster in Cluster.objects.select_for_update().order_by("id"):
+        for cluster in lock_clusters():
             cluster_plan_touch(cluster_id=cluster.pk)
             cluster_sync_request(
                 cluster=cluster,
@@ -359,7 +356,7 @@ def priority_class_save(
 
 
 def _every_cluster_synced(*, acting_user: User | None, reason: str) -> None:
-    for cluster in Cluster.objects.select_for_update().order_by("id"):
+    for cluster in lock_clusters():
         cluster_plan_touch(cluster_id=cluster.pk)
         cluster_sync_request(cluster=cluster, acting_user=acting_user, reason=reason)
 
@@ -390,10 +387,10 @@ def priority_class_delete(*, priority_class: PriorityClass, acting_user: User | 
     between the check and the delete.
     """
     with transaction.atomic():
-        locked = PriorityClass.objects.select_for_update().filter(pk=priority_class.pk).first()
+        locked = lock_priority_class(priority_class.pk)
         if locked is None:
             return  # removed meanwhile
-        list(Cluster.objects.select_for_update().order_by("id").values_list("id", flat=True))
+        lock_clusters()
         problems = priority_class_delete_problems(priority_class=locked)
         if problems:
             raise ValidationFailed(problems[0], field="name")
@@ -437,12 +434,7 @@ def cluster_capacity_delete(*, capacity: ClusterCapacity, acting_user: User | No
     then synced. Locks the capacity row first, as approvals do, so no approval creates an
     allocation of the resource between the check and the delete."""
     with transaction.atomic():
-        row = (
-            ClusterCapacity.objects.select_for_update()
-            .select_related("cluster", "resource")
-            .filter(pk=capacity.pk)
-            .first()
-        )
+        row = lock_capacity_with_names(capacity.pk)
         if row is None:
             return
         problems = cluster_capacity_delete_problems(capacity=row)
@@ -451,7 +443,7 @@ def cluster_capacity_delete(*, capacity: ClusterCapacity, acting_user: User | No
         before = {
             "cluster": row.cluster.name,
             "resource": row.resource.name,
-            "capacity": amount_text(row.capacity),
+            "capacity": format_amount(row.capacity),
         }
         gone = ClusterCapacity(
             pk=row.pk, cluster=row.cluster, resource=row.resource, capacity=row.capacity

@@ -1,7 +1,6 @@
 """Celery tasks of quotas: thin interfaces over the sync service."""
 
 import logging
-import random
 from datetime import timedelta
 
 from celery import shared_task
@@ -9,6 +8,7 @@ from django.conf import settings
 from django.db.models import Max, Q
 from django.utils import timezone
 
+from common.retry import backoff_seconds
 from quotas.kube.sync import SyncBusy, TransientSyncError, cluster_sync
 from quotas.models import Cluster, SyncRequest, SyncRun
 from quotas.usage.collect import usage_collect
@@ -20,12 +20,13 @@ log = logging.getLogger(__name__)
 SYNC_MAX_RETRIES = 6
 SYNC_BACKOFF_BASE = 2.0  # seconds; doubled per retry
 SYNC_BACKOFF_MAX = 300.0
+# A sync that failed is re-driven by the reconciler after 30 s, doubled per failed attempt.
+REDRIVE_BACKOFF_BASE = 30.0
+REDRIVE_BACKOFF_MAX = 3600.0
 
 
-def backoff_seconds(retries: int) -> float:
-    """Exponential backoff with full jitter, bounded."""
-    ceiling = min(SYNC_BACKOFF_MAX, SYNC_BACKOFF_BASE * (2**retries))
-    return random.uniform(ceiling / 2, ceiling)
+def sync_backoff_seconds(retries: int) -> float:
+    return backoff_seconds(retries, base=SYNC_BACKOFF_BASE, cap=SYNC_BACKOFF_MAX)
 
 
 @shared_task(
@@ -47,14 +48,14 @@ def sync_cluster(self, cluster_id: int, trigger: str = SyncRun.Trigger.CHANGE) -
             # Still busy: the reconciler finds the pending sync and runs it later.
             return
         # The running sync may have read the plan before our change: run again after it.
-        raise self.retry(exc=exc, countdown=backoff_seconds(self.request.retries)) from None
+        raise self.retry(exc=exc, countdown=sync_backoff_seconds(self.request.retries)) from None
     except TransientSyncError as exc:
         if self.request.retries >= self.max_retries:
             # The run is recorded as failed and its requests stay visible as failed; the
             # reconciler re-drives them later.
             log.warning("sync of cluster %s gave up after %s tries", cluster_id, self.max_retries)
             return
-        raise self.retry(exc=exc, countdown=backoff_seconds(self.request.retries)) from None
+        raise self.retry(exc=exc, countdown=sync_backoff_seconds(self.request.retries)) from None
 
 
 @shared_task(name="quotas.reconcile_clusters", ignore_result=True)
@@ -92,7 +93,12 @@ def reconcile_clusters() -> list[int]:
 
 
 def _redrive_delay(attempts: int) -> timedelta:
-    return timedelta(seconds=min(3600, 30 * (2 ** min(attempts, 10))))
+    # No jitter: the reconciler asks "is it time yet?" at each beat, which spreads the retries.
+    return timedelta(
+        seconds=backoff_seconds(
+            attempts, base=REDRIVE_BACKOFF_BASE, cap=REDRIVE_BACKOFF_MAX, jitter=False
+        )
+    )
 
 
 # --- usage ------------------------------------------------------------------------------------

@@ -6,10 +6,9 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from portal.models import WorkerHeartbeat
 from quotas.kube.status import cluster_sync_status
 from quotas.models import TeamMembership
-from quotas.roles import is_platform_admin, sees_everything
+from quotas.roles import sees_everything
 from quotas.selectors import (
     allocations_visible_to,
     capacity_summary,
@@ -44,6 +43,5 @@ def home(request: HttpRequest) -> HttpResponse:
         "capacity": capacity_summary() if sees_everything(user) else [],
         "clusters": cluster_sync_status() if sees_everything(user) else [],
         "violations": plan_findings() if sees_everything(user) else [],
-        "workers": WorkerHeartbeat.objects.all()[:5] if is_platform_admin(user) else [],
     }
     return render(request, "quotas/home.html", context)

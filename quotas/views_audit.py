@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from quotas.audit import audit_csv_rows, audit_events_filtered
-from quotas.roles import is_auditor, is_platform_admin
+from quotas.roles import sees_everything
 
 
 class _Echo:
@@ -31,7 +31,7 @@ def audit_export_csv(request: HttpRequest) -> HttpResponse:
     user = request.user
     if not user.is_authenticated:
         return redirect_to_login(request.get_full_path())
-    if not (is_platform_admin(user) or is_auditor(user)):
+    if not sees_everything(user):
         return HttpResponseForbidden("only platform admins and auditors may export the audit log")
     since = None
     since_text = request.GET.get("since", "").strip()

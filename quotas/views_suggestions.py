@@ -11,10 +11,9 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.dateparse import parse_date
 
-from portal.errors import ValidationFailed
+from common.errors import ValidationFailed
 from quotas.filtersets import SuggestionFilterSet
 from quotas.models import AllocationVersion, Cluster
-from quotas.rules import fmt
 from quotas.selectors import teams_visible_to
 from quotas.usage.canary import canary_metrics, canary_period_check
 from quotas.usage.charts import AllocationStep, usage_figures
@@ -196,6 +195,5 @@ def usage_page(request: HttpRequest) -> HttpResponse:
             for j, f in enumerate(c["figures"])
         ],
         "truncated": truncated,
-        "fmt": fmt,
     }
     return render(request, "quotas/usage.html", context)

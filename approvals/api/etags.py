@@ -13,7 +13,7 @@ import re
 from django.db.models import Max
 
 from approvals.models import QuotaRequest
-from portal.errors import ApplicationError
+from common.errors import ApplicationError
 from quotas.models import AuditEvent
 
 _TAG = re.compile(r'^"request-(\d+)-(\d+)"$')

@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from approvals.api.serializers import RequestCreateSerializer, RequestLineSerializer
 from approvals.api.views import CREATE_EXAMPLE, _line_inputs, _team, _visible_request
 from approvals.preview import RequestCheck, request_check, request_draft_check
-from portal.api.idempotency import IdempotentMixin
+from common.api.idempotency import IdempotentMixin
 from quotas.api.serializers import FindingSerializer
 
 

@@ -12,14 +12,14 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from approvals import services
+from approvals import lifecycle, locks
 from approvals.api import views
 from approvals.api.etags import request_etag, request_if_match
 from approvals.api.serializers import LineInputSerializer, RequestSerializer
 from approvals.api.views import RequestDetail, _line_inputs, _visible_request
 from approvals.models import JUSTIFICATION_MAX_LENGTH
-from portal.api.idempotency import IdempotentMixin
-from portal.api.schema import api_errors
+from common.api.idempotency import IdempotentMixin
+from common.api.schema import api_errors
 from quotas.kube.usage import team_usage_now
 
 
@@ -98,9 +98,9 @@ class RequestResource(IdempotentMixin, RequestDetail):
         # Read the team's usage before any row lock: no cluster call under a lock.
         usage_now = team_usage_now(qr.team) if data["submit"] else None
         with transaction.atomic():
-            services.request_lock(request=qr)
+            locks.request_lock(request=qr)
             request_if_match(request_id=qr.pk, header=request.headers.get("If-Match"))
-            services.request_revise(
+            lifecycle.request_revise(
                 request=qr,
                 acting_user=request.user,
                 lines=lines,

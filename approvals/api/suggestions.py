@@ -11,8 +11,8 @@ from rest_framework.views import APIView
 from approvals.api.serializers import RequestSerializer
 from approvals.selectors import requests_visible_to
 from approvals.suggestions import request_from_suggestion
-from portal.api.idempotency import IdempotentMixin
-from portal.api.schema import api_errors
+from common.api.idempotency import IdempotentMixin
+from common.api.schema import api_errors
 from quotas.usage.suggestion_selectors import suggestions_visible_to
 
 

@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from approvals import services
+from approvals import grants, lifecycle, locks
 from approvals.api.etags import request_etag, request_if_match
 from approvals.api.serializers import (
     ApproveSerializer,
@@ -23,13 +23,14 @@ from approvals.api.serializers import (
     RequestSerializer,
 )
 from approvals.filtersets import RequestFilterSet
+from approvals.lines import KEEP, Decision, LineInput
 from approvals.models import Approval, QuotaRequest, RequestLine
 from approvals.selectors import requests_visible_to
 from approvals.validation import requests_fit_problems
-from portal.api.idempotency import IdempotentMixin
-from portal.api.pagination import ApiPagination
-from portal.api.schema import api_errors
-from portal.errors import ValidationFailed
+from common.api.idempotency import IdempotentMixin
+from common.api.pagination import ApiPagination
+from common.api.schema import api_errors
+from common.errors import ValidationFailed
 from quotas.models import Resource, Team
 from quotas.selectors import namespaces_visible_to, teams_visible_to
 
@@ -65,7 +66,7 @@ def _team(user, slug: str) -> Team:
     return team
 
 
-def _line_inputs(user, lines: list[dict]) -> list[services.LineInput]:
+def _line_inputs(user, lines: list[dict]) -> list[LineInput]:
     """Names (cluster, namespace, resource) to ids, among the namespaces the user sees."""
     namespaces = namespaces_visible_to(user)
     inputs = []
@@ -85,15 +86,15 @@ def _line_inputs(user, lines: list[dict]) -> list[services.LineInput]:
                 field=f"{where}.resource",
             )
         inputs.append(
-            services.LineInput(
+            LineInput(
                 team_namespace_id=ns.pk,
                 resource_id=resource.pk,
                 guarantee=line["guarantee"],
                 cap=line["cap"],
                 # A field left out keeps its value; null / [] remove it.
-                per_pod_max=line.get("per_pod_max", services.KEEP),
+                per_pod_max=line.get("per_pod_max", KEEP),
                 priority_classes=(
-                    tuple(line["priority_classes"]) if "priority_classes" in line else services.KEEP
+                    tuple(line["priority_classes"]) if "priority_classes" in line else KEEP
                 ),
             )
         )
@@ -155,7 +156,7 @@ class RequestList(IdempotentMixin, generics.ListCreateAPIView):
         form.is_valid(raise_exception=True)
         data = form.validated_data
         user = request.user
-        created = services.request_create(
+        created = lifecycle.request_create(
             team=_team(user, data["team"]),
             acting_user=user,
             justification=data["justification"],
@@ -187,50 +188,50 @@ class RequestDetail(generics.RetrieveDestroyAPIView):
         return _visible_request(self.request.user, self.kwargs["pk"])
 
     def destroy(self, request: Request, *args, **kwargs) -> Response:
-        services.request_delete(request=self.get_object(), acting_user=request.user)
+        lifecycle.request_delete(request=self.get_object(), acting_user=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 def _submit(qr, user, data):
-    return services.request_submit(request=qr, acting_user=user)
+    return lifecycle.request_submit(request=qr, acting_user=user)
 
 
 def _withdraw(qr, user, data):
-    return services.request_withdraw(request=qr, acting_user=user, comment=data["comment"])
+    return lifecycle.request_withdraw(request=qr, acting_user=user, comment=data["comment"])
 
 
 def _approve(qr, user, data):
     decisions = [
-        services.Decision(
+        Decision(
             line_id=d["line"],
             guarantee=d["guarantee"],
             cap=d["cap"],
-            per_pod_max=d.get("per_pod_max", services.KEEP),
+            per_pod_max=d.get("per_pod_max", KEEP),
             priority_classes=(
                 tuple(d["priority_classes"]) if d.get("priority_classes") is not None else None
             ),
         )
         for d in data["decisions"]
     ]
-    return services.request_approve(
+    return lifecycle.request_approve(
         request=qr, acting_user=user, comment=data["comment"], decisions=decisions
     )
 
 
 def _rebase(qr, user, data):
-    return services.request_rebase(request=qr, acting_user=user)
+    return lifecycle.request_rebase(request=qr, acting_user=user)
 
 
 def _revoke(qr, user, data):
-    return services.request_revoke(request=qr, acting_user=user, comment=data["comment"])
+    return grants.request_revoke(request=qr, acting_user=user, comment=data["comment"])
 
 
 def _reject(qr, user, data):
-    return services.request_reject(request=qr, acting_user=user, comment=data["comment"])
+    return lifecycle.request_reject(request=qr, acting_user=user, comment=data["comment"])
 
 
 def _changes(qr, user, data):
-    return services.request_changes(request=qr, acting_user=user, comment=data["comment"])
+    return lifecycle.request_changes(request=qr, acting_user=user, comment=data["comment"])
 
 
 ACTIONS = {
@@ -321,7 +322,7 @@ class RequestAction(IdempotentMixin, APIView):
             with transaction.atomic():
                 # Checked with the request locked in the services' lock order, so nothing
                 # changes it between the check and the decision.
-                services.request_lock(request=qr, for_approval=self.action == "approve")
+                locks.request_lock(request=qr, for_approval=self.action == "approve")
                 request_if_match(request_id=pk, header=header)
                 service(qr, request.user, form.validated_data)
         else:

@@ -14,7 +14,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from portal.errors import ApplicationError
+from common.errors import ApplicationError
 
 
 def _path(prefix: str, key: Any) -> str:

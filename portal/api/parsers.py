@@ -9,7 +9,7 @@ from django.conf import settings
 from rest_framework.parsers import JSONParser
 from rest_framework.utils import json
 
-from portal.errors import ValidationFailed
+from common.errors import ValidationFailed
 
 # Deeper than any request body of the API (a request's lines' priority classes are depth 4).
 MAX_DEPTH = 32

@@ -6,7 +6,7 @@ from django.http import Http404
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics, serializers
 
-from portal.api.pagination import ApiPagination
+from common.api.pagination import ApiPagination
 from quotas.api.serializers import AllocationSerializer, AmountField
 from quotas.filtersets import NamespaceFilterSet
 from quotas.models import Allocation, AllocationVersion, TeamNamespace

@@ -6,8 +6,8 @@ check the chain (``verify_audit_chain`` does it with the key)."""
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics, serializers
 
-from portal.api.pagination import ApiPagination
-from portal.api.schema import api_errors
+from common.api.pagination import ApiPagination
+from common.api.schema import api_errors
 from quotas.api.views import OverviewOnly
 from quotas.filtersets import AuditEventFilterSet
 from quotas.models import AuditEvent

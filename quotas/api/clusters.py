@@ -7,7 +7,7 @@ from django.http import Http404
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics
 
-from portal.api.schema import api_errors
+from common.api.schema import api_errors
 from quotas.api.serializers import ClusterSerializer
 from quotas.api.views import OverviewOnly
 from quotas.kube.status import cluster_backend_problems

@@ -3,8 +3,8 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from common.amounts import format_amount
 from quotas.models import Allocation, Cluster, Team, TeamNamespace
-from quotas.rules import fmt
 
 
 @extend_schema_field(
@@ -24,7 +24,7 @@ class AmountField(serializers.Field):
         super().__init__(**kwargs)
 
     def to_representation(self, value):
-        return None if value is None else fmt(value)
+        return None if value is None else format_amount(value)
 
 
 class TeamNamespaceSerializer(serializers.ModelSerializer):

@@ -16,12 +16,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.api.pagination import ApiPagination
-from portal.errors import ValidationFailed
+from common.amounts import format_amount
+from common.api.pagination import ApiPagination
+from common.errors import ValidationFailed
 from quotas.api.serializers import AmountField
 from quotas.filtersets import SuggestionFilterSet
 from quotas.models import Cluster, Suggestion
-from quotas.rules import fmt
 from quotas.selectors import teams_visible_to
 from quotas.usage.canary import canary_metrics
 from quotas.usage.suggestion_selectors import suggestions_list, suggestions_visible_to
@@ -69,11 +69,17 @@ class SuggestionSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(GuaranteeCapSerializer)
     def get_current(self, obj) -> dict:
-        return {"guarantee": fmt(obj.current_guarantee), "cap": fmt(obj.current_cap)}
+        return {
+            "guarantee": format_amount(obj.current_guarantee),
+            "cap": format_amount(obj.current_cap),
+        }
 
     @extend_schema_field(GuaranteeCapSerializer)
     def get_suggested(self, obj) -> dict:
-        return {"guarantee": fmt(obj.suggested_guarantee), "cap": fmt(obj.suggested_cap)}
+        return {
+            "guarantee": format_amount(obj.suggested_guarantee),
+            "cap": format_amount(obj.suggested_cap),
+        }
 
 
 @extend_schema_view(get=extend_schema(summary="List suggestions", tags=["suggestions"]))

@@ -5,7 +5,7 @@ per namespace, resource and day; ``start`` and ``end`` (YYYY-MM-DD, inclusive) a
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics, serializers
 
-from portal.api.pagination import ApiPagination
+from common.api.pagination import ApiPagination
 from quotas.api.serializers import AmountField
 from quotas.filtersets import UsageDailyFilterSet
 from quotas.models import UsageDaily

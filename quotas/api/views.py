@@ -6,9 +6,9 @@ from collections import defaultdict
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics
 
-from portal.api.pagination import ApiPagination
-from portal.api.schema import api_errors
-from portal.errors import PermissionDenied
+from common.api.pagination import ApiPagination
+from common.api.schema import api_errors
+from common.errors import PermissionDenied
 from quotas.api.serializers import (
     AllocationSerializer,
     ClusterSerializer,

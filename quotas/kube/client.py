@@ -15,6 +15,8 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from quotas.kube.objects import ObjectKey
+
 log = logging.getLogger(__name__)
 
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -233,16 +235,14 @@ class KubeClient:
 
     def replace(self, obj: dict, *, dry_run: bool = False) -> dict:
         """PUT; with metadata.resourceVersion set, a stale object gets a KubeConflict."""
-        meta = obj["metadata"]
-        path = object_path(obj["apiVersion"], obj["kind"], meta.get("namespace", ""), meta["name"])
+        path = object_path(*ObjectKey.of(obj))
         return self.request("PUT", path, query=_write_query(dry_run), body=obj)
 
     def apply(
         self, obj: dict, *, field_manager: str, force: bool = True, dry_run: bool = False
     ) -> dict:
         """Server-side apply (creates the object when it is missing)."""
-        meta = obj["metadata"]
-        path = object_path(obj["apiVersion"], obj["kind"], meta.get("namespace", ""), meta["name"])
+        path = object_path(*ObjectKey.of(obj))
         query = {"fieldManager": field_manager, **_write_query(dry_run)}
         if force:
             query["force"] = "true"

@@ -24,7 +24,7 @@ from decimal import Decimal
 
 from kubernetes.utils.quantity import parse_quantity
 
-Key = tuple[str, str, str, str]
+from quotas.kube.objects import ObjectKey
 
 VOLCANO_QUEUE = ("scheduling.volcano.sh/v1beta1", "Queue")
 KUEUE_COHORT = ("kueue.x-k8s.io/v1beta2", "Cohort")
@@ -39,18 +39,9 @@ DELETE = "delete"
 @dataclass(frozen=True)
 class Step:
     op: str  # APPLY or DELETE
-    key: Key
+    key: ObjectKey
     obj: dict | None = None  # the object to apply (an intermediate one for a mixed change)
     intermediate: bool = False  # a first, shrink-only write; the full one follows
-
-
-def _key(obj: dict) -> Key:
-    meta = obj.get("metadata") or {}
-    return (obj["apiVersion"], obj["kind"], meta.get("namespace") or "", meta["name"])
-
-
-def _kind(key: Key) -> tuple[str, str]:
-    return key[0], key[1]
 
 
 # --- Volcano amounts ------------------------------------------------------------------------
@@ -89,7 +80,7 @@ def _amount_pairs(old: dict, new: dict):
 
 def direction(old: dict, new: dict) -> tuple[bool, bool]:
     """(grows, shrinks) from live `old` to desired `new`; only Volcano queues have amounts."""
-    if _kind(_key(new)) != VOLCANO_QUEUE:
+    if ObjectKey.of(new).group_kind != VOLCANO_QUEUE:
         return False, False
     grows = shrinks = False
     for _path, _name, a, b in _amount_pairs(old, new):
@@ -143,8 +134,8 @@ def _parents(objects) -> dict[tuple[str, str, str], str]:
     return parents
 
 
-def _depth(key: Key, parents: dict[tuple[str, str, str], str]) -> int:
-    node, level, seen = (key[0], key[1], key[3]), 0, set()
+def _depth(key: ObjectKey, parents: dict[tuple[str, str, str], str]) -> int:
+    node, level, seen = (*key.group_kind, key.name), 0, set()
     while node in parents and node not in seen:
         seen.add(node)
         node = (node[0], node[1], parents[node])
@@ -156,7 +147,7 @@ def _depth(key: Key, parents: dict[tuple[str, str, str], str]) -> int:
 
 
 def write_order(
-    desired: list[dict], live: dict[Key, dict], prune: list[Key] | None = None
+    desired: list[dict], live: dict[ObjectKey, dict], prune: list[ObjectKey] | None = None
 ) -> list[Step]:
     """The steps that take the cluster from `live` to `desired` and delete `prune`, in an
     order each step of which the hierarchy webhooks accept.
@@ -164,15 +155,15 @@ def write_order(
     `desired` is in render order (namespaces first, parents before children); objects whose
     key is missing from `live` are created.
     """
-    prune = list(prune or [])
+    prune = [ObjectKey(*key) for key in prune or []]
     # Depth: desired parents for what stays, live parents for what goes.
     parents = {**_parents(live.values()), **_parents(desired)}
     first: list[tuple[int, Step]] = []  # children first
     second: list[Step] = []  # parents first, in render order otherwise
     for obj in desired:
-        key = _key(obj)
+        key = ObjectKey.of(obj)
         old = live.get(key)
-        if old is None or _kind(key) not in PARENT_FIELD:
+        if old is None or key.group_kind not in PARENT_FIELD:
             second.append(Step(APPLY, key, obj))
             continue
         grows, shrinks = direction(old, obj)
@@ -185,7 +176,7 @@ def write_order(
             second.append(Step(APPLY, key, obj))
     last: list[Step] = []
     for key in prune:
-        if _kind(key) in PARENT_FIELD:
+        if key.group_kind in PARENT_FIELD:
             first.append((_depth(key, parents), Step(DELETE, key)))
         else:
             last.append(Step(DELETE, key))
@@ -199,7 +190,7 @@ def write_order(
 def _parents_first(steps: list[Step], parents) -> list[Step]:
     """Hierarchical objects of one kind re-sorted by depth within the places they hold."""
     for kind in PARENT_FIELD:
-        places = [i for i, s in enumerate(steps) if _kind(s.key) == kind]
+        places = [i for i, s in enumerate(steps) if s.key.group_kind == kind]
         ordered = sorted((steps[i] for i in places), key=lambda s: _depth(s.key, parents))
         for i, step in zip(places, ordered, strict=True):
             steps[i] = step

@@ -36,6 +36,8 @@ from typing import Any
 
 import yaml
 
+from common.amounts import format_amount
+from quotas.kube.objects import ObjectKey, kube_object
 from quotas.kube.plan import (
     AllocationPlan,
     ClusterPlan,
@@ -112,14 +114,6 @@ _BINARY_UNITS = {"Ei": 6, "Pi": 5, "Ti": 4, "Gi": 3, "Mi": 2, "Ki": 1, "": 0}
 _DECIMAL_UNITS = {"E": 18, "P": 15, "T": 12, "G": 9, "M": 6, "k": 3, "": 0, "m": -3, "n": -9}
 
 
-def _plain(amount: Decimal) -> str:
-    """Decimal without exponent and without trailing zeros: 6, 0.5, 600."""
-    text = format(amount.normalize(), "f")
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return "0" if text in ("", "-0") else text
-
-
 def _in_base_units(amount: Decimal, suffix: str) -> Decimal | None:
     if suffix in _BINARY_UNITS and suffix:
         return amount * Decimal(1024) ** _BINARY_UNITS[suffix]
@@ -138,11 +132,11 @@ def quantity(amount: Decimal, suffix: str = "") -> str:
     """
     amount = Decimal(amount)
     if amount == amount.to_integral_value():
-        return _plain(amount) + suffix
+        return format_amount(amount) + suffix
     base = _in_base_units(amount, suffix)
     if base is None:
         # Not a suffix of the quantity grammar: leave it as given (validation will say so).
-        return _plain(amount) + suffix
+        return format_amount(amount) + suffix
     if suffix in _BINARY_UNITS and suffix:
         units = [
             (u, Decimal(1024) ** e) for u, e in _BINARY_UNITS.items() if e < _BINARY_UNITS[suffix]
@@ -156,8 +150,8 @@ def quantity(amount: Decimal, suffix: str = "") -> str:
     for unit, size in units:
         value = base / size
         if value == value.to_integral_value():
-            return _plain(value) + unit
-    return _plain(amount) + suffix
+            return format_amount(value) + unit
+    return format_amount(amount) + suffix
 
 
 def _yunikorn_quantity(amount: Decimal, resource_name: str, suffix: str) -> str:
@@ -178,12 +172,6 @@ def _yunikorn_quantity(amount: Decimal, resource_name: str, suffix: str) -> str:
 
 # --------------------------------------------------------------------------------------------
 # Small helpers
-
-
-def object_key(obj: dict) -> tuple[str, str, str, str]:
-    """(apiVersion, kind, namespace or "", name) of a rendered object."""
-    meta = obj.get("metadata") or {}
-    return (obj["apiVersion"], obj["kind"], meta.get("namespace") or "", meta["name"])
 
 
 def _labels(plan: ClusterPlan, team: str | None = None, **extra: str) -> dict[str, str]:
@@ -299,7 +287,7 @@ def render_namespace_object(plan: ClusterPlan, ns: NamespacePlan) -> dict:
         annotations[VOLCANO_QUEUE_ANNOTATION] = ns.name
     if annotations:
         meta["annotations"] = dict(sorted(annotations.items()))
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+    return kube_object("v1", "Namespace", meta)
 
 
 def render_resource_quotas(plan: ClusterPlan, ns: NamespacePlan) -> list[dict]:
@@ -327,12 +315,12 @@ def render_resource_quotas(plan: ClusterPlan, ns: NamespacePlan) -> list[dict]:
     if not allocations:
         return []
     quotas = [
-        {
-            "apiVersion": "v1",
-            "kind": "ResourceQuota",
-            "metadata": _metadata(plan, RESOURCE_QUOTA_NAME, namespace=ns.name, team=ns.team.slug),
-            "spec": {"hard": {_quota_key(a): _amount(a, a.cap) for a in allocations}},
-        }
+        kube_object(
+            "v1",
+            "ResourceQuota",
+            _metadata(plan, RESOURCE_QUOTA_NAME, namespace=ns.name, team=ns.team.slug),
+            spec={"hard": {_quota_key(a): _amount(a, a.cap) for a in allocations}},
+        )
     ]
     # One "other classes" quota per distinct set of allowed classes (usually just one).
     by_classes: dict[tuple[str, ...], list[AllocationPlan]] = {}
@@ -342,11 +330,11 @@ def render_resource_quotas(plan: ClusterPlan, ns: NamespacePlan) -> list[dict]:
     for index, (classes, members) in enumerate(sorted(by_classes.items())):
         name = OTHER_CLASSES_QUOTA_NAME if index == 0 else f"{OTHER_CLASSES_QUOTA_NAME}-{index + 1}"
         quotas.append(
-            {
-                "apiVersion": "v1",
-                "kind": "ResourceQuota",
-                "metadata": _metadata(plan, name, namespace=ns.name, team=ns.team.slug),
-                "spec": {
+            kube_object(
+                "v1",
+                "ResourceQuota",
+                _metadata(plan, name, namespace=ns.name, team=ns.team.slug),
+                spec={
                     "hard": {f"requests.{a.resource.name}": "0" for a in members},
                     "scopeSelector": {
                         "matchExpressions": [
@@ -358,7 +346,7 @@ def render_resource_quotas(plan: ClusterPlan, ns: NamespacePlan) -> list[dict]:
                         ]
                     },
                 },
-            }
+            )
         )
     return quotas
 
@@ -478,11 +466,11 @@ def render_per_pod_max_policy(plan: ClusterPlan) -> list[dict]:
     namespace_selector = {
         "matchLabels": {MANAGED_BY_LABEL: plan.managed_by, CLUSTER_LABEL: plan.name}
     }
-    policy = {
-        "apiVersion": ADMISSION_API,
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": _metadata(plan, PER_POD_MAX_POLICY_NAME),
-        "spec": {
+    policy = kube_object(
+        ADMISSION_API,
+        "ValidatingAdmissionPolicy",
+        _metadata(plan, PER_POD_MAX_POLICY_NAME),
+        spec={
             "failurePolicy": "Fail",
             "matchConstraints": {
                 "namespaceSelector": namespace_selector,
@@ -506,13 +494,13 @@ def render_per_pod_max_policy(plan: ClusterPlan) -> list[dict]:
             "variables": variables,
             "validations": validations,
         },
-    }
-    binding = {
-        "apiVersion": ADMISSION_API,
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": _metadata(plan, PER_POD_MAX_POLICY_NAME),
-        "spec": {"policyName": PER_POD_MAX_POLICY_NAME, "validationActions": ["Deny"]},
-    }
+    )
+    binding = kube_object(
+        ADMISSION_API,
+        "ValidatingAdmissionPolicyBinding",
+        _metadata(plan, PER_POD_MAX_POLICY_NAME),
+        spec={"policyName": PER_POD_MAX_POLICY_NAME, "validationActions": ["Deny"]},
+    )
     return [policy, binding]
 
 
@@ -525,14 +513,14 @@ def render_priority_classes(plan: ClusterPlan) -> list[dict]:
 
 
 def render_priority_class(plan: ClusterPlan, pc: PriorityClassPlan) -> dict:
-    obj: dict[str, Any] = {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": _metadata(plan, pc.name),
-        "value": int(pc.value),
-        "globalDefault": False,
-        "preemptionPolicy": "PreemptLowerPriority" if pc.preempts else "Never",
-    }
+    obj: dict[str, Any] = kube_object(
+        "scheduling.k8s.io/v1",
+        "PriorityClass",
+        _metadata(plan, pc.name),
+        value=int(pc.value),
+        globalDefault=False,
+        preemptionPolicy="PreemptLowerPriority" if pc.preempts else "Never",
+    )
     if pc.description:
         obj["description"] = pc.description
     return obj
@@ -577,12 +565,7 @@ def _volcano_queue(
     }
     if guarantee:
         spec["guarantee"] = {"resource": guarantee}
-    return {
-        "apiVersion": VOLCANO_API,
-        "kind": "Queue",
-        "metadata": _metadata(plan, name, team=team),
-        "spec": spec,
-    }
+    return kube_object(VOLCANO_API, "Queue", _metadata(plan, name, team=team), spec=spec)
 
 
 def render_volcano_queues(plan: ClusterPlan) -> list[dict]:
@@ -657,7 +640,7 @@ def _base_quantity(amount: Decimal, resource_name: str) -> str:
         for unit, exponent in _BINARY_UNITS.items():
             size = Decimal(1024) ** exponent
             if exponent and amount % size == 0:
-                return _plain(amount / size) + unit
+                return format_amount(amount / size) + unit
     return quantity(amount)
 
 
@@ -708,17 +691,17 @@ def render_cluster_queue(plan: ClusterPlan, ns: NamespacePlan) -> dict:
     for name in _KUEUE_BASE_RESOURCES:
         if name not in allocated:
             by_flavor.setdefault(DEFAULT_FLAVOR, {})[name] = {"name": name, "nominalQuota": "0"}
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "ClusterQueue",
-        "metadata": _metadata(plan, ns.name, team=ns.team.slug),
-        "spec": {
+    return kube_object(
+        KUEUE_API,
+        "ClusterQueue",
+        _metadata(plan, ns.name, team=ns.team.slug),
+        spec={
             "cohortName": _cohort_of(plan, ns),
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns.name}},
             "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
             "resourceGroups": _resource_groups(by_flavor),
         },
-    }
+    )
 
 
 def _kueue_total(plan: ClusterPlan, name: str, capacities: dict) -> Decimal | None:
@@ -775,22 +758,22 @@ def render_root_cohort(plan: ClusterPlan) -> dict:
             "name": name,
             "nominalQuota": _base_quantity(own, name),
         }
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "Cohort",
-        "metadata": _metadata(plan, plan.kueue_cohort),
-        "spec": {"resourceGroups": _resource_groups(by_flavor)},
-    }
+    return kube_object(
+        KUEUE_API,
+        "Cohort",
+        _metadata(plan, plan.kueue_cohort),
+        spec={"resourceGroups": _resource_groups(by_flavor)},
+    )
 
 
 def render_local_queue(plan: ClusterPlan, ns: NamespacePlan) -> dict:
     """``LocalQueue`` ``default`` in the namespace, pointing at its ClusterQueue."""
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "LocalQueue",
-        "metadata": _metadata(plan, LOCAL_QUEUE_NAME, namespace=ns.name, team=ns.team.slug),
-        "spec": {"clusterQueue": ns.name},
-    }
+    return kube_object(
+        KUEUE_API,
+        "LocalQueue",
+        _metadata(plan, LOCAL_QUEUE_NAME, namespace=ns.name, team=ns.team.slug),
+        spec={"clusterQueue": ns.name},
+    )
 
 
 def render_kueue_objects(plan: ClusterPlan) -> list[dict]:
@@ -807,26 +790,19 @@ def render_kueue_objects(plan: ClusterPlan) -> list[dict]:
         flavor["name"] for group in root["spec"]["resourceGroups"] for flavor in group["flavors"]
     )
     for flavor in flavors:
-        objects.append(
-            {
-                "apiVersion": KUEUE_API,
-                "kind": "ResourceFlavor",
-                "metadata": _metadata(plan, flavor),
-                "spec": {},
-            }
-        )
+        objects.append(kube_object(KUEUE_API, "ResourceFlavor", _metadata(plan, flavor), spec={}))
     objects.append(root)
     names = {ns.name for ns in namespaces}
     for dept, (parent, _members) in _departments(plan).items():
         if dept == plan.kueue_cohort or dept in names:
             raise ValueError(f"department {dept!r} clashes with a Kueue cohort or queue name")
         objects.append(
-            {
-                "apiVersion": KUEUE_API,
-                "kind": "Cohort",
-                "metadata": _metadata(plan, dept, team=dept),
-                "spec": {"parentName": parent or plan.kueue_cohort},
-            }
+            kube_object(
+                KUEUE_API,
+                "Cohort",
+                _metadata(plan, dept, team=dept),
+                spec={"parentName": parent or plan.kueue_cohort},
+            )
         )
     for ns in namespaces:
         objects.append(render_cluster_queue(plan, ns))
@@ -928,12 +904,12 @@ def render_yunikorn_configmap(plan: ClusterPlan) -> dict | None:
     """ConfigMap ``yunikorn-configs`` (shared: managed-by label only), or None without YuniKorn."""
     if "yunikorn" not in plan.backends:
         return None
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _metadata(plan, YUNIKORN_CONFIGMAP_NAME, namespace=plan.yunikorn_namespace),
-        "data": {YUNIKORN_QUEUES_KEY: yunikorn_queues_yaml(plan)},
-    }
+    return kube_object(
+        "v1",
+        "ConfigMap",
+        _metadata(plan, YUNIKORN_CONFIGMAP_NAME, namespace=plan.yunikorn_namespace),
+        data={YUNIKORN_QUEUES_KEY: yunikorn_queues_yaml(plan)},
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -959,7 +935,7 @@ def _sorted_for_apply(objects: list[dict]) -> list[dict]:
         return level
 
     def key(obj: dict) -> tuple:
-        api_version, kind, namespace, name = object_key(obj)
+        api_version, kind, namespace, name = ObjectKey.of(obj)
         return (_KIND_ORDER.get((api_version, kind), 99), depth(obj), namespace, name, kind)
 
     return sorted(objects, key=key)
@@ -994,7 +970,7 @@ def render_cluster(plan: ClusterPlan) -> list[dict]:
     configmap = render_yunikorn_configmap(plan)
     if configmap is not None:
         objects.append(configmap)
-    counts = Counter(object_key(o) for o in objects)
+    counts = Counter(ObjectKey.of(o) for o in objects)
     duplicates = sorted(k for k, n in counts.items() if n > 1)
     if duplicates:
         raise ValueError(f"plan renders the same object more than once: {duplicates}")

@@ -33,6 +33,7 @@ from quotas.kube.client import (
     client_for_cluster,
 )
 from quotas.kube.diff import differences, live_view, owned, union_shape
+from quotas.kube.objects import ObjectKey
 from quotas.kube.order import DELETE, PARENT_FIELD, Step, write_order
 from quotas.kube.plan import AllocationChange, ClusterPlan, cluster_plan, plan_with_changes
 from quotas.kube.render import (
@@ -41,7 +42,6 @@ from quotas.kube.render import (
     MANAGED_BY_LABEL,
     TEAM_LABEL,
     YUNIKORN_QUEUES_KEY,
-    object_key,
     render_cluster,
 )
 from quotas.kube.render import render_namespace as render_namespace_objects
@@ -64,7 +64,6 @@ CONFLICT_RETRIES = 3
 # Longest run of writes sent at the same time between two looks at the lease.
 CONCURRENT_BATCH_MAX = 200
 Action = SyncObjectResult.Action
-Key = tuple[str, str, str, str]
 
 
 class SyncBusy(Exception):
@@ -120,7 +119,7 @@ def lease_release(cluster_id: int, holder: str, epoch: int) -> None:
 
 @dataclass
 class Outcome:
-    key: Key
+    key: ObjectKey
     action: str
     diff: list = field(default_factory=list)
     error: str = ""
@@ -205,7 +204,7 @@ class _ExecutionState:
 
     failed_namespaces: set[str] = field(default_factory=set)
     created_namespaces: set[str] = field(default_factory=set)  # by a dry run: not real yet
-    stopped: set[Key] = field(default_factory=set)  # an intermediate write failed
+    stopped: set[ObjectKey] = field(default_factory=set)  # an intermediate write failed
 
 
 def concurrent_batches(steps: list[Step]) -> Iterator[list[Step]]:
@@ -215,7 +214,7 @@ def concurrent_batches(steps: list[Step]) -> Iterator[list[Step]]:
     order the webhook checks) and two-step writes go one by one, in order."""
     batch: list[Step] = []
     for step in steps:
-        kind = (step.key[0], step.key[1])
+        kind = step.key.group_kind
         alone = step.op == DELETE or step.intermediate or kind in PARENT_FIELD
         if batch and (
             alone
@@ -248,7 +247,7 @@ class ClusterSyncer:
         plan: ClusterPlan,
         mode: str,
         client: KubeClient,
-        managed: dict[Key, dict],
+        managed: dict[ObjectKey, dict],
         renew=lambda: None,
         dry_run: bool = False,
         only_changed: bool = False,
@@ -267,14 +266,14 @@ class ClusterSyncer:
         self._writes_lock = threading.Lock()
         self.problems: list[dict] = []
 
-    def live_objects(self, skip_versions: set[str]) -> dict[Key, dict]:
+    def live_objects(self, skip_versions: set[str]) -> dict[ObjectKey, dict]:
         selector = f"{MANAGED_BY_LABEL}={self.plan.managed_by},{CLUSTER_LABEL}={self.plan.name}"
-        live: dict[Key, dict] = {}
+        live: dict[ObjectKey, dict] = {}
         for api_version, kind in KINDS:
             if kind == "Pod" or api_version in skip_versions:
                 continue
             for item in self._list(api_version, kind, selector):
-                live[object_key(item)] = item
+                live[ObjectKey.of(item)] = item
         return live
 
     def _list(self, api_version: str, kind: str, selector: str) -> list[dict]:
@@ -285,17 +284,17 @@ class ClusterSyncer:
                 return []
             raise
 
-    def read_objects(self, keys: list[Key]) -> dict[Key, dict]:
+    def read_objects(self, keys: list[ObjectKey]) -> dict[ObjectKey, dict]:
         """The live objects of `keys` (missing ones left out): a GET each, or one LIST per
         kind when many objects of it are wanted."""
-        by_kind: dict[tuple[str, str], list[Key]] = {}
+        by_kind: dict[tuple[str, str], list[ObjectKey]] = {}
         for key in keys:
-            by_kind.setdefault((key[0], key[1]), []).append(key)
+            by_kind.setdefault(key.group_kind, []).append(key)
         selector = f"{MANAGED_BY_LABEL}={self.plan.managed_by},{CLUSTER_LABEL}={self.plan.name}"
-        live: dict[Key, dict] = {}
+        live: dict[ObjectKey, dict] = {}
         for (api_version, kind), wanted in by_kind.items():
             if len(wanted) > LIST_ABOVE:
-                found = {object_key(o): o for o in self._list(api_version, kind, selector)}
+                found = {ObjectKey.of(o): o for o in self._list(api_version, kind, selector)}
                 live.update({k: found[k] for k in wanted if k in found})
                 continue
             for key in wanted:
@@ -314,23 +313,23 @@ class ClusterSyncer:
         # Objects of a scheduler the API server does not serve are neither written nor pruned.
         unserved = {p["api_version"] for p in self.problems}
         desired = [o for o in rendered if o["apiVersion"] not in unserved]
-        shadow_keys: set[Key] = set()
+        shadow_keys: set[ObjectKey] = set()
         for ns in self.plan.namespaces:
             if ns.shadow:
-                shadow_keys |= {object_key(o) for o in render_namespace_objects(self.plan, ns)}
-        wanted = {object_key(o) for o in desired}
+                shadow_keys |= {ObjectKey.of(o) for o in render_namespace_objects(self.plan, ns)}
+        wanted = {ObjectKey.of(o) for o in desired}
         outcomes: list[Outcome] = []
         if self.only_changed:
             to_compare = []
             for obj in desired:
-                key = object_key(obj)
+                key = ObjectKey.of(obj)
                 if key not in shadow_keys and self.managed.get(key) == owned(obj):
                     # As the portal last applied it; drift is the reconcile's business.
                     outcomes.append(Outcome(key, Action.UNCHANGED))
                 else:
                     to_compare.append(obj)
-            gone = [k for k in self.managed if k not in wanted and k[0] not in unserved]
-            live = self.read_objects([object_key(o) for o in to_compare] + gone)
+            gone = [k for k in self.managed if k not in wanted and k.api_version not in unserved]
+            live = self.read_objects([ObjectKey.of(o) for o in to_compare] + gone)
             prune = [k for k in gone if k in live and _is_ours(live[k], self.plan)]
             # Already gone from the cluster: only the record is left to drop.
             outcomes += [Outcome(k, Action.DELETED) for k in gone if k not in live]
@@ -341,7 +340,9 @@ class ClusterSyncer:
         outcomes += self._execute(write_order(to_compare, live, prune), live, shadow_keys)
         return outcomes
 
-    def _execute(self, steps: list[Step], live: dict[Key, dict], shadow_keys) -> list[Outcome]:
+    def _execute(
+        self, steps: list[Step], live: dict[ObjectKey, dict], shadow_keys
+    ) -> list[Outcome]:
         outcomes: list[Outcome] = []
         state = _ExecutionState()
         renew_every = settings.SYNC_LEASE_SECONDS * RENEW_AFTER_SHARE
@@ -364,7 +365,7 @@ class ClusterSyncer:
         return outcomes
 
     def _step(
-        self, step: Step, live: dict[Key, dict], shadow_keys, state: _ExecutionState
+        self, step: Step, live: dict[ObjectKey, dict], shadow_keys, state: _ExecutionState
     ) -> Outcome | None:
         """One write or delete; None when the step is skipped (a stopped intermediate write)."""
         key = step.key
@@ -372,7 +373,7 @@ class ClusterSyncer:
             return self.prune(key, live[key])
         if key in state.stopped:
             return None
-        namespace = key[2]
+        namespace = key.namespace
         if namespace and namespace in state.failed_namespaces:
             return Outcome(
                 key, Action.ERROR, error=f"namespace {namespace} not written yet", transient=True
@@ -388,7 +389,7 @@ class ClusterSyncer:
         self,
         step: Step,
         outcome: Outcome | None,
-        live: dict[Key, dict],
+        live: dict[ObjectKey, dict],
         state: _ExecutionState,
         outcomes: list[Outcome],
     ) -> None:
@@ -405,11 +406,11 @@ class ClusterSyncer:
                 state.stopped.add(key)
                 outcomes.append(outcome)
             return
-        if key[1] == "Namespace":
+        if key.kind == "Namespace":
             if outcome.action == Action.ERROR:
-                state.failed_namespaces.add(key[3])
+                state.failed_namespaces.add(key.name)
             elif outcome.action == Action.CREATED and self.dry_run:
-                state.created_namespaces.add(key[3])
+                state.created_namespaces.add(key.name)
         outcomes.append(outcome)
 
     def _count_write(self) -> None:
@@ -419,7 +420,7 @@ class ClusterSyncer:
     def sync_object(
         self, obj: dict, live: dict | None, *, shadow: bool, new_namespace: bool = False
     ) -> Outcome:
-        key = object_key(obj)
+        key = ObjectKey.of(obj)
         desired_view = owned(obj)
         applied_view = self.managed.get(key)
         for _attempt in range(CONFLICT_RETRIES):
@@ -447,7 +448,7 @@ class ClusterSyncer:
 
     def _decide(
         self,
-        key: Key,
+        key: ObjectKey,
         desired_view: dict,
         applied_view: dict | None,
         live: dict | None,
@@ -481,7 +482,7 @@ class ClusterSyncer:
 
     def _write(
         self,
-        key: Key,
+        key: ObjectKey,
         obj: dict,
         desired_view: dict,
         live: dict | None,
@@ -523,8 +524,8 @@ class ClusterSyncer:
             live=result,
         )
 
-    def prune(self, key: Key, live: dict) -> Outcome:
-        if key[1] == "Namespace":
+    def prune(self, key: ObjectKey, live: dict) -> Outcome:
+        if key.kind == "Namespace":
             # Deleting a namespace deletes every workload in it: never done automatically.
             return Outcome(key, Action.ORPHANED)
         if self.mode == Cluster.SyncMode.SHADOW:
@@ -534,7 +535,7 @@ class ClusterSyncer:
         resource_version = live["metadata"].get("resourceVersion")
         diff: list = []
         try:
-            if (key[0], key[1]) in SHARED_KINDS:
+            if key.group_kind in SHARED_KINDS:
                 diff = self._release(key, live)
             else:
                 self.client.delete(*key, resource_version=resource_version, dry_run=self.dry_run)
@@ -548,7 +549,7 @@ class ClusterSyncer:
         self._count_write()
         return Outcome(key, Action.DELETED, diff=diff)
 
-    def _release(self, key: Key, live: dict) -> list[dict]:
+    def _release(self, key: ObjectKey, live: dict) -> list[dict]:
         """Take the portal's keys, labels and annotation off a shared object (YuniKorn's
         ConfigMap holds the scheduler's own settings too); the object stays."""
         meta = live.get("metadata") or {}
@@ -617,10 +618,7 @@ def cluster_sync(
                 generation=plan.generation,
                 worker=worker,
             )
-        managed = {
-            (m.api_version, m.kind, m.namespace, m.name): m.applied
-            for m in ManagedObject.objects.filter(cluster_id=cluster_id)
-        }
+        managed = _last_applied(cluster_id)
         outcomes, problems, error, transient = _run_syncer(
             cluster=cluster,
             plan=plan,
@@ -676,9 +674,11 @@ def _run_syncer(
     return outcomes, problems, error, transient
 
 
-def _key_fields(key: Key) -> dict[str, str]:
-    """An object key as the fields of the rows that describe objects."""
-    return dict(zip(("api_version", "kind", "namespace", "name"), key, strict=True))
+def _last_applied(cluster_id: int) -> dict[ObjectKey, dict]:
+    """What the portal last applied to the cluster, object by object (its owned fields)."""
+    return {
+        ObjectKey.of_row(m): m.applied for m in ManagedObject.objects.filter(cluster_id=cluster_id)
+    }
 
 
 def _record(run, cluster_id, plan, outcomes, problems, error, request_ids, started) -> None:
@@ -697,7 +697,7 @@ def _record(run, cluster_id, plan, outcomes, problems, error, request_ids, start
             [
                 SyncObjectResult(
                     run=run,
-                    **_key_fields(o.key),
+                    **o.key.row_fields(),
                     action=o.action,
                     diff=o.diff,
                     error=o.error,
@@ -711,8 +711,7 @@ def _record(run, cluster_id, plan, outcomes, problems, error, request_ids, start
         written = [o for o in outcomes if o.applied is not None]
         if written:
             existing = {
-                (m.api_version, m.kind, m.namespace, m.name): m
-                for m in ManagedObject.objects.filter(cluster_id=cluster_id)
+                ObjectKey.of_row(m): m for m in ManagedObject.objects.filter(cluster_id=cluster_id)
             }
             to_create, to_update = [], []
             for o in written:
@@ -721,7 +720,7 @@ def _record(run, cluster_id, plan, outcomes, problems, error, request_ids, start
                     to_create.append(
                         ManagedObject(
                             cluster_id=cluster_id,
-                            **_key_fields(o.key),
+                            **o.key.row_fields(),
                             applied=o.applied,
                             generation=plan.generation,
                         )
@@ -733,13 +732,13 @@ def _record(run, cluster_id, plan, outcomes, problems, error, request_ids, start
             ManagedObject.objects.bulk_update(to_update, ["applied", "generation"], batch_size=500)
         deleted = [o.key for o in outcomes if o.action == Action.DELETED]
         for key in deleted:
-            ManagedObject.objects.filter(cluster_id=cluster_id, **_key_fields(key)).delete()
+            ManagedObject.objects.filter(cluster_id=cluster_id, **key.row_fields()).delete()
         DriftEvent.objects.bulk_create(
             [
                 DriftEvent(
                     cluster_id=cluster_id,
                     run=run,
-                    **_key_fields(o.key),
+                    **o.key.row_fields(),
                     changes=o.drift,
                     restored=o.drift_restored,
                 )
@@ -786,10 +785,7 @@ def cluster_preview(
     plan = cluster_plan(cluster)
     if changes:
         plan = plan_with_changes(plan, changes)
-    managed = {
-        (m.api_version, m.kind, m.namespace, m.name): m.applied
-        for m in ManagedObject.objects.filter(cluster_id=cluster_id)
-    }
+    managed = _last_applied(cluster_id)
     own_client = client is None
     client = client or client_for_cluster(cluster, timeout=settings.KUBE_REQUEST_TIMEOUT)
     try:

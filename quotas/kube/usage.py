@@ -12,6 +12,7 @@ from django.conf import settings
 from django.utils import timezone
 from kubernetes.utils import parse_quantity
 
+from common.amounts import format_amount
 from quotas.kube.client import KubeClient, KubeError, client_for_cluster, object_path
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ def namespace_usage(
                 if key == "pending" and amount:
                     usage[resource]["pending_pods"] += 1
     return {
-        r: {k: (f"{v.normalize():f}" if isinstance(v, Decimal) else v) for k, v in u.items()}
+        r: {k: (format_amount(v) if isinstance(v, Decimal) else v) for k, v in u.items()}
         for r, u in usage.items()
     }
 

@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from common.amounts import format_amount
 from quotas.models.fields import (
     ZERO,
     amount_field,
@@ -212,7 +213,7 @@ class ClusterCapacity(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.cluster}: {self.capacity.normalize():f} {self.resource}"
+        return f"{self.cluster}: {format_amount(self.capacity)} {self.resource}"
 
     def clean(self) -> None:
         super().clean()

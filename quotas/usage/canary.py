@@ -10,7 +10,7 @@ from decimal import Decimal
 
 from django.db.models import Avg, Count, F, Max, Q, Sum
 
-from portal.errors import ValidationFailed
+from common.errors import ValidationFailed
 from quotas.models import Cluster, Team, UsageDaily
 from quotas.roles import AnyUser
 from quotas.selectors import teams_visible_to

@@ -43,7 +43,8 @@ from datetime import date
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Protocol
 
-from quotas.rules import PEAK_SHARE, fmt
+from common.amounts import format_amount
+from quotas.rules import PEAK_SHARE
 from quotas.usage.stats import percentile
 
 ZERO = Decimal(0)
@@ -164,7 +165,7 @@ def round_down(value: Decimal, *, whole: bool) -> Decimal:
 
 
 def _ratio(value: Decimal) -> str:
-    return fmt(value.quantize(Decimal("0.01")))
+    return format_amount(value.quantize(Decimal("0.01")))
 
 
 # --------------------------------------------------------------------------------------------
@@ -203,7 +204,7 @@ def recent_level(days: Sequence[DailyUsage]) -> Decimal:
 
 
 def _hours(value: Decimal) -> str:
-    return fmt(value.quantize(TENTH))
+    return format_amount(value.quantize(TENTH))
 
 
 def month_figures(days: Sequence[DailyUsage], period: Period) -> dict:
@@ -219,22 +220,22 @@ def month_figures(days: Sequence[DailyUsage], period: Period) -> dict:
         "days_of_data": len(ordered),
         "days_in_period": period.days,
         "period": [period.start.isoformat(), period.end.isoformat()],
-        "daily_peaks": [[d.day.isoformat(), fmt(d.peak)] for d in ordered],
+        "daily_peaks": [[d.day.isoformat(), format_amount(d.peak)] for d in ordered],
     }
     if not ordered:
         return figures
     demand = [d.peak + d.pending_peak for d in ordered]
     figures.update(
         {
-            "peak_max": fmt(max(d.peak for d in ordered)),
-            "demand_peak_max": fmt(max(demand)),
-            "typical_daily_peak": fmt(typical_daily_peak(ordered)),
-            "p95_median": fmt(percentile([d.p95 for d in ordered], Decimal("0.5"))),
-            "mean": fmt(
+            "peak_max": format_amount(max(d.peak for d in ordered)),
+            "demand_peak_max": format_amount(max(demand)),
+            "typical_daily_peak": format_amount(typical_daily_peak(ordered)),
+            "p95_median": format_amount(percentile([d.p95 for d in ordered], Decimal("0.5"))),
+            "mean": format_amount(
                 (sum((d.mean for d in ordered), ZERO) / len(ordered)).quantize(AMOUNT_PLACES)
             ),
             "utilization_mean": (
-                fmt(
+                format_amount(
                     (sum((u * n for u, n in utilization), ZERO) / weighted).quantize(Decimal("0.1"))
                 )
                 if weighted
@@ -245,7 +246,7 @@ def month_figures(days: Sequence[DailyUsage], period: Period) -> dict:
             "idle_guaranteed_gpu_hours": _hours(
                 sum((d.idle_guaranteed_gpu_hours for d in ordered), ZERO)
             ),
-            "pending_peak": fmt(max(d.pending_peak for d in ordered)),
+            "pending_peak": format_amount(max(d.pending_peak for d in ordered)),
             "pending_wait_max_seconds": max(waits) if waits else None,
             "pending_wait_mean_seconds": (
                 round(sum(mean_waits) / len(mean_waits)) if mean_waits else None
@@ -321,24 +322,26 @@ def suggest_allocation(
     growth = weekly_growth(weeks)
     figures.update(
         {
-            "floor": fmt(floor.quantize(AMOUNT_PLACES)),
-            "recent_level": fmt(level.quantize(AMOUNT_PLACES)),
-            "weekly_means": [fmt(w.quantize(AMOUNT_PLACES)) for w in weeks],
+            "floor": format_amount(floor.quantize(AMOUNT_PLACES)),
+            "recent_level": format_amount(level.quantize(AMOUNT_PLACES)),
+            "weekly_means": [format_amount(w.quantize(AMOUNT_PLACES)) for w in weeks],
             "growth_per_week": _ratio(growth),
         }
     )
     if growth > 1:
         flags.append(FLAG_GROWING)
         notes.append(
-            f"growing week over week ({' → '.join(fmt(w.quantize(TENTH)) for w in weeks[-3:])}"
+            "growing week over week "
+            f"({' → '.join(format_amount(w.quantize(TENTH)) for w in weeks[-3:])}"
             f" mean {unit}): cap raised ×{_ratio(growth)}"
         )
 
     guarantee = round_up(max(floor, level), whole=whole)
     cap = round_up(max(guarantee, demand_max * growth * CAP_HEADROOM), whole=whole)
     figures["basis"] = (
-        f"guarantee = max(80% of typical daily peak {fmt(typical)}, recent mean {fmt(level)}); "
-        f"cap = highest daily demand {fmt(demand_max)} × {fmt(CAP_HEADROOM)}"
+        f"guarantee = max(80% of typical daily peak {format_amount(typical)}, recent mean "
+        f"{format_amount(level)}); "
+        f"cap = highest daily demand {format_amount(demand_max)} × {format_amount(CAP_HEADROOM)}"
         f"{f' × growth {_ratio(growth)}' if growth > 1 else ''}"
     )
 
@@ -355,8 +358,9 @@ def suggest_allocation(
         max_cap = round_down(max_cap_share * capacity, whole=whole)
         if cap > max_cap:
             notes.append(
-                f"cap {fmt(cap)} lowered to {fmt(max_cap)}: {fmt(max_cap_share * 100)}% of "
-                f"capacity {fmt(capacity)} {unit}"
+                f"cap {format_amount(cap)} lowered to {format_amount(max_cap)}: "
+                f"{format_amount(max_cap_share * 100)}% of "
+                f"capacity {format_amount(capacity)} {unit}"
             )
             flags.append(FLAG_SHARE)
             cap = max_cap
@@ -366,22 +370,26 @@ def suggest_allocation(
     if guarantee < floor:
         flags.append(FLAG_BELOW_FLOOR)
         notes.append(
-            f"guarantee {fmt(guarantee)} is below 80% of the typical daily peak "
-            f"({fmt(floor.quantize(AMOUNT_PLACES))}): the cluster's cap share allows no more"
+            f"guarantee {format_amount(guarantee)} is below 80% of the typical daily peak "
+            f"({format_amount(floor.quantize(AMOUNT_PLACES))}): the cluster's cap share allows no "
+            "more"
         )
 
     idle = item.current_guarantee - round_up(demand_max, whole=whole)
     if item.current_guarantee > 0 and idle > 0:
         flags.append(FLAG_IDLE)
         notes.append(
-            f"{fmt(idle)} of {fmt(item.current_guarantee)} guaranteed {unit} never used this "
-            f"month (highest daily demand {fmt(demand_max)}); "
+            f"{format_amount(idle)} of {format_amount(item.current_guarantee)} guaranteed {unit} "
+            "never used this "
+            f"month (highest daily demand {format_amount(demand_max)}); "
             f"{figures['idle_guaranteed_gpu_hours']} idle guaranteed {unit}-hours"
         )
     utilization = figures.get("utilization_mean")
     if utilization is not None and Decimal(utilization) < LOW_UTILIZATION and demand_max > 0:
         flags.append(FLAG_LOW_UTILIZATION)
-        notes.append(f"mean GPU utilization {utilization}% (below {fmt(LOW_UTILIZATION)}%)")
+        notes.append(
+            f"mean GPU utilization {utilization}% (below {format_amount(LOW_UTILIZATION)}%)"
+        )
     return Proposal(
         namespace=item.namespace,
         resource=item.resource,
@@ -430,15 +438,17 @@ def scale_guarantees(
             out.append(proposal)
             continue
         note = (
-            f"guarantee scaled down from {fmt(proposal.guarantee)} to {fmt(new)}: suggested "
-            f"guarantees{where} sum to {fmt(total)} {proposal.resource}, above capacity "
-            f"{fmt(capacity)}; each scaled by {fmt(capacity)}/{fmt(total)} (×{_ratio(factor)}) "
+            f"guarantee scaled down from {format_amount(proposal.guarantee)} to "
+            f"{format_amount(new)}: suggested "
+            f"guarantees{where} sum to {format_amount(total)} {proposal.resource}, above capacity "
+            f"{format_amount(capacity)}; each scaled by "
+            f"{format_amount(capacity)}/{format_amount(total)} (×{_ratio(factor)}) "
             "and rounded by largest remainder"
         )
         flags = [*proposal.flags, FLAG_SCALED]
         if new < proposal.floor and FLAG_BELOW_FLOOR not in flags:
             flags.append(FLAG_BELOW_FLOOR)
-        figures = {**proposal.figures, "unscaled_guarantee": fmt(proposal.guarantee)}
+        figures = {**proposal.figures, "unscaled_guarantee": format_amount(proposal.guarantee)}
         out.append(
             replace(
                 proposal,

@@ -6,8 +6,8 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from quotas.models import Suggestion
-from quotas.roles import AnyUser, is_platform_admin
-from quotas.selectors import teams_led_by, teams_visible_to
+from quotas.roles import AnyUser
+from quotas.selectors import teams_requestable_by, teams_visible_to
 
 
 def suggestions_visible_to(user: AnyUser) -> QuerySet[Suggestion]:
@@ -21,9 +21,7 @@ def suggestions_visible_to(user: AnyUser) -> QuerySet[Suggestion]:
 def suggestion_requestable_by(user: AnyUser, suggestion: Suggestion) -> bool:
     """Whether the user may turn it into a request: leads of its team and platform admins (the
     rule request_create applies; the page asks it to show the button)."""
-    if is_platform_admin(user):
-        return True
-    return teams_led_by(user).filter(pk=suggestion.team_namespace.team_id).exists()
+    return teams_requestable_by(user).filter(pk=suggestion.team_namespace.team_id).exists()
 
 
 def suggestions_list(user: AnyUser) -> QuerySet[Suggestion]:

@@ -10,7 +10,7 @@ from datetime import date, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from portal.errors import ValidationFailed
+from common.errors import ValidationFailed
 from quotas.models import Allocation, Cluster, Resource, Suggestion, TeamNamespace
 from quotas.usage.selectors import usage_daily_for
 from quotas.usage.suggest import AllocationUsage, Period, suggest_cluster

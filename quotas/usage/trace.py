@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+from common.amounts import format_amount
+
 KINDS = {"LS": "inference", "BE": "training", "Burstable": "dev", "Guaranteed": "dev"}
 CSV_HEADER = [
     "timestamp",
@@ -138,16 +140,12 @@ def replay(
                 cluster,
                 ns,
                 resource,
-                _plain(allocated.get(ns, Decimal(0))),
+                format_amount(allocated.get(ns, Decimal(0))),
                 "",
-                _plain(pending.get(ns, Decimal(0))),
+                format_amount(pending.get(ns, Decimal(0))),
                 str(wait[ns]) if ns in wait else "",
             ]
         t += step
-
-
-def _plain(value: Decimal) -> str:
-    return "0" if not value else format(value.normalize(), "f")
 
 
 def write_replay_csv(out, rows: Iterable[list[str]]) -> int:

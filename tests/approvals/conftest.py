@@ -3,7 +3,8 @@ tests/conftest.py."""
 
 from django.utils import timezone
 
-from approvals.services import LineInput, request_create
+from approvals.lifecycle import request_create
+from approvals.lines import LineInput
 
 
 def new_request(user, ns, gpu, guarantee, cap, *, kind="permanent", ends_in=None, **kwargs):

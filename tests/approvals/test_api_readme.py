@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.db import connections
 
-from approvals.services import requests_follow_syncs
+from approvals.lifecycle import requests_follow_syncs
 from portal.tokens import api_token_create
 from quotas.kube.sync import cluster_sync
 from quotas.models import Cluster

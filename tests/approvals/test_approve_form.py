@@ -4,8 +4,9 @@ per-pod max or its removal, and the set of priority classes or no restriction at
 import pytest
 from rest_framework.test import APIClient
 
+from approvals.lifecycle import request_create
+from approvals.lines import LineInput
 from approvals.models import QuotaRequest
-from approvals.services import LineInput, request_create
 from quotas.models import Allocation, PriorityClass
 from quotas.services import allocation_set
 

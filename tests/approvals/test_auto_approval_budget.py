@@ -10,8 +10,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from approvals.lifecycle import request_create, request_submit
+from approvals.lines import LineInput
 from approvals.models import ApprovalPolicy, QuotaRequest
-from approvals.services import LineInput, request_create, request_submit
 from quotas.models import Allocation, AuditEvent, TeamMembership, TeamNamespace
 from quotas.services import allocation_set
 from tests.approvals.conftest import new_request

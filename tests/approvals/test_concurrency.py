@@ -12,9 +12,9 @@ import pytest
 from django.db import connection
 from django.db.models import Sum
 
+from approvals.lifecycle import request_approve, request_submit
 from approvals.models import ApprovalPolicy, QuotaRequest
-from approvals.services import request_approve, request_submit
-from portal.errors import ApplicationError
+from common.errors import ApplicationError
 from quotas.models import Allocation, Team, TeamMembership, TeamNamespace
 from quotas.services import allocation_set
 from tests.approvals.conftest import new_request

@@ -3,9 +3,10 @@ asked, enough to need two admins, gives the first of two approvals (service, API
 
 import pytest
 
+from approvals.lifecycle import request_approve, request_submit
+from approvals.lines import Decision
 from approvals.models import ApprovalPolicy, QuotaRequest
-from approvals.services import Decision, request_approve, request_submit
-from portal.errors import PermissionDenied
+from common.errors import PermissionDenied
 from quotas.models import Allocation, AuditEvent
 from tests.approvals.conftest import new_request
 from tests.approvals.test_api import as_user

@@ -4,9 +4,10 @@ revise-and-submit keeps the request as it was, and drafts can be deleted by thei
 import pytest
 from rest_framework.test import APIClient
 
+from approvals.lifecycle import request_create, request_delete, request_revise
+from approvals.lines import LineInput
 from approvals.models import QuotaRequest, RequestLine
-from approvals.services import LineInput, request_create, request_delete, request_revise
-from portal.errors import NotAllowed, PermissionDenied, ValidationFailed
+from common.errors import NotAllowed, PermissionDenied, ValidationFailed
 from quotas.models import AuditEvent
 from tests.approvals.conftest import new_request
 from tests.approvals.test_views import line_data
@@ -94,7 +95,7 @@ def test_the_requester_deletes_a_draft_audited(plan, lead_c, gpu):
 def test_only_drafts_are_deleted_and_only_by_their_requester(
     plan, lead_c, gpu, admin, strict_policy
 ):
-    from approvals.services import request_submit
+    from approvals.lifecycle import request_submit
 
     draft = new_request(lead_c, plan["team-c"], gpu, 3, 4)
     with pytest.raises(PermissionDenied):

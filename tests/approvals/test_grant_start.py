@@ -13,15 +13,10 @@ from django.core import mail
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from approvals.grants import requests_expire_due, requests_start_due
+from approvals.lifecycle import request_approve, request_create, request_submit
+from approvals.lines import LineInput
 from approvals.models import QuotaRequest
-from approvals.services import (
-    LineInput,
-    request_approve,
-    request_create,
-    request_submit,
-    requests_expire_due,
-    requests_start_due,
-)
 from portal.celery import app
 from quotas.models import Allocation, AuditEvent
 from quotas.services import allocation_set

@@ -5,10 +5,7 @@ from decimal import Decimal
 import pytest
 from django.db import transaction
 
-from approvals.models import QuotaRequest
-from approvals.services import (
-    Decision,
-    LineInput,
+from approvals.lifecycle import (
     request_approve,
     request_changes,
     request_create,
@@ -19,8 +16,11 @@ from approvals.services import (
     request_withdraw,
     requests_follow_syncs,
 )
-from approvals.transitions import S, lock_request, transition
-from portal.errors import NotAllowed, PermissionDenied, ValidationFailed
+from approvals.lines import Decision, LineInput
+from approvals.locks import lock_request
+from approvals.models import QuotaRequest
+from approvals.transitions import S, transition
+from common.errors import NotAllowed, PermissionDenied, ValidationFailed
 from quotas.models import Allocation, AuditEvent, SyncRequest
 from tests.approvals.conftest import new_request
 

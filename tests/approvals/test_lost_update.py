@@ -10,14 +10,10 @@ from decimal import Decimal
 import pytest
 from rest_framework.test import APIClient
 
+from approvals.lifecycle import request_approve, request_rebase, request_submit
+from approvals.lines import Decision
 from approvals.models import QuotaRequest
-from approvals.services import (
-    Decision,
-    request_approve,
-    request_rebase,
-    request_submit,
-)
-from portal.errors import NotAllowed, PermissionDenied, ValidationFailed
+from common.errors import NotAllowed, PermissionDenied, ValidationFailed
 from quotas.models import Allocation, AuditEvent
 from tests.approvals.conftest import new_request
 
@@ -177,7 +173,7 @@ def test_only_the_requester_the_teams_leads_or_an_admin_rebase(r1_then_r2_applie
 
 
 def test_decided_requests_are_not_rebased(r1_then_r2_applied, admin, other_team_lead):
-    from approvals.services import request_reject
+    from approvals.lifecycle import request_reject
 
     request_reject(request=r1_then_r2_applied, acting_user=admin, comment="no")
     with pytest.raises(NotAllowed, match="only drafts and requests waiting"):

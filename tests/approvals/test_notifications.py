@@ -8,8 +8,9 @@ from django.core import mail
 from django.db import transaction
 from django.utils import timezone
 
+from approvals.grants import request_revoke
+from approvals.lifecycle import request_approve, request_submit, request_withdraw
 from approvals.models import QuotaRequest
-from approvals.services import request_approve, request_revoke, request_submit, request_withdraw
 from portal.celery import app
 from tests.approvals.conftest import new_request
 

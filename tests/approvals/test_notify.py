@@ -303,6 +303,38 @@ def test_email_task_sends_from_the_portal_to_recipients(settings):
     assert message.to == ["x@example.com"]
 
 
+def _mail_server_down_for(monkeypatch, tries: int) -> list[int]:
+    """send_mail refuses the first ``tries`` calls as an unreachable SMTP server does."""
+    calls = []
+    real = notify_module.send_mail
+
+    def send_mail(**kwargs):
+        calls.append(1)
+        if len(calls) <= tries:
+            raise ConnectionRefusedError("SMTP server down")
+        return real(**kwargs)
+
+    monkeypatch.setattr(notify_module, "send_mail", send_mail)
+    return calls
+
+
+def test_email_task_retries_a_mail_server_down_then_sends_once(monkeypatch):
+    calls = _mail_server_down_for(monkeypatch, tries=2)
+    send_email_task.apply(args=("request.applied", {"id": 4}, ["x@example.com"])).get()
+    assert len(calls) == 3
+    assert [m.to for m in mail.outbox] == [["x@example.com"]]
+
+
+def test_email_task_gives_up_after_the_last_retry(monkeypatch):
+    monkeypatch.setattr(send_email_task, "max_retries", 2)
+    calls = _mail_server_down_for(monkeypatch, tries=10)
+    result = send_email_task.apply(args=("request.applied", {"id": 4}, ["x@example.com"]))
+    with pytest.raises(ConnectionRefusedError):
+        result.get()
+    assert len(calls) == 3
+    assert mail.outbox == []
+
+
 # --- on commit -----------------------------------------------------------------------------
 
 

@@ -12,8 +12,8 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from approvals.lifecycle import request_approve, request_submit
 from approvals.models import QuotaRequest
-from approvals.services import request_approve, request_submit
 from quotas.models import AuditEvent
 from quotas.services import allocation_set
 from tests.approvals.conftest import new_request

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from approvals.lifecycle import request_create, request_submit
+from approvals.lines import LineInput
 from approvals.models import QuotaRequest
-from approvals.services import LineInput, request_create, request_submit
-from portal.errors import ValidationFailed
+from common.errors import ValidationFailed
 from quotas.models import Allocation, PriorityClass
 from quotas.services import allocation_set
 from tests.approvals.test_api import as_user
@@ -377,7 +378,8 @@ def test_with_the_policy_off_one_admin_allows_a_higher_class(team_c_dev, lead_c,
 def test_a_higher_class_an_admin_decides_needs_a_second_admin(
     team_c_dev, lead_c, gpu, admin, admin2, strict_policy
 ):
-    from approvals.services import Decision, request_approve
+    from approvals.lifecycle import request_approve
+    from approvals.lines import Decision
 
     request = submit(lead_c, team_c_dev, gpu, LineInput(team_c_dev.pk, gpu.pk, 3, 4))
     assert request.approvals_needed == 1

@@ -2,9 +2,9 @@
 
 import pytest
 
+from approvals.lifecycle import request_submit
 from approvals.models import QuotaRequest
 from approvals.selectors import request_preview, requests_visible_to
-from approvals.services import request_submit
 from quotas.kube.sync import cluster_sync
 from quotas.models import Cluster
 from tests.approvals.conftest import new_request

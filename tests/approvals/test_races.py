@@ -14,19 +14,18 @@ from django.db import connection
 from django.db.models import Sum
 from django.utils import timezone
 
-from approvals.models import QuotaRequest
-from approvals.services import (
-    LineInput,
+from approvals.grants import requests_expire_due, requests_start_due
+from approvals.lifecycle import (
     request_approve,
     request_changes,
     request_revise,
     request_submit,
     request_withdraw,
-    requests_expire_due,
     requests_follow_syncs,
-    requests_start_due,
 )
-from portal.errors import ApplicationError
+from approvals.lines import LineInput
+from approvals.models import QuotaRequest
+from common.errors import ApplicationError
 from quotas.models import Allocation, AuditEvent, SyncRequest, Team, TeamNamespace
 from quotas.services import allocation_set
 from tests.approvals.conftest import new_request
@@ -263,7 +262,8 @@ def test_a_grant_starting_vs_an_admin_approving_a_change_of_the_same_allocation(
 def test_removing_a_priority_class_vs_approving_a_request_that_adds_it(
     round_, plan, lead_c, gpu, admin, admin2, strict_policy
 ):
-    from approvals.services import LineInput, request_create
+    from approvals.lifecycle import request_create
+    from approvals.lines import LineInput
     from quotas.models import PriorityClass
     from quotas.services import priority_class_delete
 
@@ -308,7 +308,7 @@ def test_removing_a_priority_class_vs_approving_a_request_that_adds_it(
 
 @pytest.mark.parametrize("round_", ROUNDS)
 def test_revoking_a_grant_vs_its_start(round_, plan, lead_c, gpu, admin, admin2, strict_policy):
-    from approvals.services import request_revoke
+    from approvals.grants import request_revoke
 
     ns = plan["team-c"]
     starts = timezone.now() + timedelta(hours=1)

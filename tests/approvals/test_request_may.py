@@ -8,10 +8,11 @@ edit form to anyone who could see the request (an auditor, a member), only for t
 
 import pytest
 
+from approvals.lifecycle import request_revise
+from approvals.lines import LineInput
 from approvals.models import QuotaRequest
-from approvals.selectors import request_actions_for, request_may
-from approvals.services import LineInput, request_revise
-from portal.errors import PermissionDenied
+from approvals.selectors import may_request_for, request_actions_for, request_may
+from common.errors import PermissionDenied
 from quotas.models import TeamMembership
 from tests.approvals.conftest import new_request
 from tests.conftest import make_user
@@ -97,3 +98,20 @@ def test_actions_follow_the_status(people, draft):
     assert request_actions_for(people["admin"], draft) == {"decide", "rebase"}
     assert request_actions_for(people["auditor"], draft) == set()
     assert request_actions_for(people["requester"], draft) == {"withdraw", "rebase"}
+
+
+def test_who_may_request_for_a_team_is_one_answer(client, people, plan, gpu, admin):
+    """The request service, the suggestion button and the list's New request button all ask
+    teams_requestable_by."""
+    from quotas.models import Suggestion
+    from quotas.usage.suggestion_selectors import suggestion_requestable_by
+
+    team = plan["team-c"].team
+    suggestion = Suggestion(team_namespace=plan["team-c"], resource=gpu)
+    for who, user in {**people, "platform admin": admin}.items():
+        expected = who in ("requester", "admin", "platform admin")  # lead-c and admins
+        assert may_request_for(user, team.pk) is expected, who
+        assert suggestion_requestable_by(user, suggestion) is expected, who
+        client.force_login(user)
+        page = client.get("/requests/").content.decode()
+        assert ('data-testid="new-request"' in page) is expected, who

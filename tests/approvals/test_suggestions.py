@@ -8,10 +8,10 @@ from django.db import connection
 from django.test import Client
 from rest_framework.test import APIClient
 
+from approvals.lifecycle import request_withdraw
 from approvals.models import QuotaRequest
-from approvals.services import request_withdraw
 from approvals.suggestions import request_from_suggestion
-from portal.errors import NotAllowed
+from common.errors import NotAllowed
 from portal.tokens import api_token_create
 from quotas.models import ClusterCapacity
 from tests.quotas.suggestions.conftest import june_suggestions_create, june_usage_create

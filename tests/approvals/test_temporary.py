@@ -6,14 +6,9 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
+from approvals.grants import requests_expire_due, requests_notify_expiring, requests_start_due
+from approvals.lifecycle import request_approve, request_submit
 from approvals.models import QuotaRequest
-from approvals.services import (
-    request_approve,
-    request_submit,
-    requests_expire_due,
-    requests_notify_expiring,
-    requests_start_due,
-)
 from portal.celery import app
 from quotas.kube.sync import cluster_sync
 from quotas.models import Allocation, AuditEvent, Cluster
@@ -137,7 +132,7 @@ def test_grant_with_a_later_start_waits_then_applies(plan, lead_c, gpu, admin, s
 
 
 def test_scheduled_grants_count_against_capacity(plan, lead_c, lead_a, gpu, admin, strict_policy):
-    from portal.errors import ValidationFailed
+    from common.errors import ValidationFailed
 
     starts = timezone.now() + timedelta(hours=2)
     request = new_request(
@@ -180,7 +175,7 @@ def _scheduled_grant(plan, lead_c, gpu, admin, guarantee=6, cap=6):
 
 
 def test_a_grant_starting_too_far_ahead_is_refused_naming_the_field(plan, lead_c, gpu, settings):
-    from portal.errors import ValidationFailed
+    from common.errors import ValidationFailed
 
     settings.TEMPORARY_GRANT_MAX_START_DAYS = 30
     with pytest.raises(ValidationFailed) as err:
@@ -200,7 +195,7 @@ def test_a_grant_starting_too_far_ahead_is_refused_naming_the_field(plan, lead_c
 
 
 def test_a_grant_lasting_too_long_is_refused_naming_the_field(plan, lead_c, gpu, settings):
-    from portal.errors import ValidationFailed
+    from common.errors import ValidationFailed
 
     settings.TEMPORARY_GRANT_MAX_DAYS = 10
     starts = timezone.now() + timedelta(days=5)
@@ -264,7 +259,7 @@ def test_the_api_refuses_the_year_9999_grant(plan, lead_c):
 def test_the_requester_withdraws_a_scheduled_grant_and_the_capacity_is_free(
     plan, lead_c, lead_a, gpu, admin, strict_policy
 ):
-    from approvals.services import request_withdraw
+    from approvals.lifecycle import request_withdraw
 
     grant = _scheduled_grant(plan, lead_c, gpu, admin)  # 6 + 4 + 6 = 16, promised
     blocked = new_request(lead_a, plan["team-a"], gpu, 7, 8)
@@ -281,8 +276,8 @@ def test_the_requester_withdraws_a_scheduled_grant_and_the_capacity_is_free(
 def test_an_admin_revokes_a_scheduled_grant_audited(
     plan, lead_c, lead_a, gpu, admin, strict_policy
 ):
-    from approvals.services import request_revoke
-    from portal.errors import PermissionDenied, ValidationFailed
+    from approvals.grants import request_revoke
+    from common.errors import PermissionDenied, ValidationFailed
 
     grant = _scheduled_grant(plan, lead_c, gpu, admin)
     with pytest.raises(PermissionDenied):
@@ -307,8 +302,8 @@ def test_an_admin_revokes_a_scheduled_grant_audited(
 
 
 def test_a_started_grant_is_not_revoked(plan, lead_c, gpu, admin, strict_policy):
-    from approvals.services import request_revoke
-    from portal.errors import NotAllowed
+    from approvals.grants import request_revoke
+    from common.errors import NotAllowed
 
     grant = _scheduled_grant(plan, lead_c, gpu, admin, guarantee=3, cap=4)
     requests_start_due(now=timezone.now() + timedelta(days=3))

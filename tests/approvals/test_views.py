@@ -2,8 +2,8 @@
 
 import pytest
 
+from approvals.lifecycle import request_approve, request_submit
 from approvals.models import QuotaRequest
-from approvals.services import request_approve, request_submit
 from quotas.models import AuditEvent
 from tests.approvals.conftest import new_request
 

@@ -29,7 +29,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from approvals.services import request_submit
+from approvals.lifecycle import request_submit
 from portal.tokens import api_token_create
 from quotas.models import Suggestion
 from tests.approvals.conftest import new_request

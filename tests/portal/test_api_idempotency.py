@@ -9,10 +9,10 @@ import pytest
 from django.db import connection, connections
 from django.utils import timezone
 
-from approvals import services
+from approvals import lifecycle
 from approvals.models import QuotaRequest
-from portal.api import idempotency
-from portal.models import IdempotencyKey
+from common.api import idempotency
+from common.api.idempotency import IdempotencyKey
 from quotas.models import AuditEvent
 from tests.approvals.test_api import as_user, body
 
@@ -138,14 +138,14 @@ def test_every_api_write_takes_the_key():
 
 def _slow_create(monkeypatch, seconds: float) -> list:
     calls = []
-    real = services.request_create
+    real = lifecycle.request_create
 
     def slow(**kwargs):
         calls.append(1)
         time.sleep(seconds)
         return real(**kwargs)
 
-    monkeypatch.setattr(services, "request_create", slow)
+    monkeypatch.setattr(lifecycle, "request_create", slow)
     return calls
 
 

@@ -13,7 +13,8 @@ from django.db import transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from approvals.services import LineInput, request_create
+from approvals.lifecycle import request_create
+from approvals.lines import LineInput
 from portal.tokens import api_token_create, api_token_revoke
 from quotas.models import DriftEvent, SyncRun
 from tests.portal.test_hostile_input import API, view_methods

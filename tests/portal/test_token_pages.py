@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from portal.errors import PermissionDenied
+from common.errors import PermissionDenied
 from portal.models import ApiToken
 from portal.tokens import api_token_create, api_token_revoke
 from quotas.models import AuditEvent

@@ -9,7 +9,7 @@ import pytest
 from django.forms.models import model_to_dict
 
 from approvals.models import ApprovalPolicy
-from portal.errors import ValidationFailed
+from common.errors import ValidationFailed
 from quotas.models import (
     Allocation,
     AllocationVersion,

@@ -5,7 +5,8 @@ from datetime import date
 
 import pytest
 
-from approvals.services import LineInput, request_approve, request_create
+from approvals.lifecycle import request_approve, request_create
+from approvals.lines import LineInput
 from quotas.models import Cluster, DriftEvent, SyncObjectResult, SyncRun
 from tests.approvals.test_api import as_user
 from tests.quotas.suggestions.conftest import june_usage_create

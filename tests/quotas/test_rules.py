@@ -14,7 +14,6 @@ from quotas.rules import (
     UsageFacts,
     check_change,
     check_plan,
-    fmt,
     has_errors,
 )
 
@@ -83,27 +82,6 @@ def only(findings: list[Finding], rule: str) -> Finding:
     matching = [f for f in findings if f.rule == rule]
     assert len(matching) == 1, findings
     return matching[0]
-
-
-# --------------------------------------------------------------------------------------------
-# fmt
-
-
-@pytest.mark.parametrize(
-    ("value", "text"),
-    [
-        (D("10.000"), "10"),
-        (D("0.500"), "0.5"),
-        (D("100"), "100"),
-        (D("1E+2"), "100"),
-        (D("-0.000"), "0"),
-        (D("-2.50"), "-2.5"),
-        (D("5.328"), "5.328"),
-        (7, "7"),
-    ],
-)
-def test_fmt_drops_trailing_zeros_and_exponents(value, text):
-    assert fmt(value) == text
 
 
 # --------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from quotas.selectors import (
     capacity_summary,
     namespaces_visible_to,
     teams_led_by,
+    teams_requestable_by,
     teams_visible_to,
 )
 from tests.conftest import make_user
@@ -77,3 +78,18 @@ def test_capacity_summary_sums_guarantees_and_caps(alloc_a, alloc_b, cluster):
     TeamNamespace.objects.filter(pk=alloc_b.team_namespace_id).delete()
     [line] = capacity_summary(cluster_ids=[cluster.id])
     assert (line.guaranteed, line.capped) == (6, 10)
+
+
+def test_teams_requestable_by_admins_all_and_leads_theirs(
+    admin, auditor, lead_a, member_a, other_team_lead, team_a, team_b
+):
+    department = Team.objects.create(slug="dept", name="Department")
+    Team.objects.filter(pk=team_b.pk).update(parent=department)
+    dept_lead = make_user("dept-lead")
+    TeamMembership.objects.create(team=department, user=dept_lead, role=TeamMembership.Role.LEAD)
+    assert slugs(teams_requestable_by(admin)) == ["dept", "team-a", "team-b"]
+    assert slugs(teams_requestable_by(lead_a)) == ["team-a"]
+    assert slugs(teams_requestable_by(dept_lead)) == ["dept", "team-b"]
+    assert slugs(teams_requestable_by(member_a)) == []
+    assert slugs(teams_requestable_by(auditor)) == []
+    assert slugs(teams_requestable_by(AnonymousUser())) == []

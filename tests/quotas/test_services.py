@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from portal.errors import ValidationFailed
+from common.errors import ValidationFailed
 from quotas.models import Allocation, AllocationVersion
 from quotas.services import allocation_set
 

@@ -7,8 +7,9 @@ from decimal import Decimal
 import pytest
 from django.core.exceptions import ValidationError
 
-from approvals.services import Decision, request_approve, request_submit
-from portal.errors import ValidationFailed
+from approvals.lifecycle import request_approve, request_submit
+from approvals.lines import Decision
+from common.errors import ValidationFailed
 from quotas.models import Allocation, ClusterCapacity, Resource
 from quotas.rules import RULE_WHOLE_UNITS, AllocationFacts, check_plan
 from quotas.selectors import cluster_facts

@@ -124,7 +124,8 @@ def test_the_form_fills_in_the_current_values_and_keeps_them(
 def test_admin_removes_the_per_pod_max_and_widens_the_classes_in_the_approve_form(
     open_session, artifacts, plan, lead_c, admin, gpu, strict_policy
 ):
-    from approvals.services import LineInput, request_create
+    from approvals.lifecycle import request_create
+    from approvals.lines import LineInput
     from quotas.models import Allocation, PriorityClass
     from quotas.services import allocation_set
 

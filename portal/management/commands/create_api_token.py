@@ -3,7 +3,7 @@
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError
 
-from portal.errors import ApplicationError
+from common.errors import ApplicationError
 from portal.tokens import api_token_create
 
 

@@ -4,9 +4,9 @@ suggestions of one cluster from one month of usage; ``--month`` defaults to last
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from portal.errors import ValidationFailed
+from common.amounts import format_amount
+from common.errors import ValidationFailed
 from quotas.models import Cluster, Suggestion
-from quotas.rules import fmt
 from quotas.usage.suggestions import parse_month, previous_month, suggestions_compute
 
 
@@ -36,8 +36,8 @@ class Command(BaseCommand):
         for s in rows.order_by("team_namespace__name", "resource__name"):
             self.stdout.write(
                 f"{s.team_namespace.name:30} {s.resource.name:24} "
-                f"{fmt(s.current_guarantee)}/{fmt(s.current_cap)} -> "
-                f"{fmt(s.suggested_guarantee)}/{fmt(s.suggested_cap)}  {s.confidence}"
-                + (f"  [{', '.join(s.flags)}]" if s.flags else "")
+                f"{format_amount(s.current_guarantee)}/{format_amount(s.current_cap)} -> "
+                f"{format_amount(s.suggested_guarantee)}/{format_amount(s.suggested_cap)}  "
+                f"{s.confidence}" + (f"  [{', '.join(s.flags)}]" if s.flags else "")
             )
         self.stderr.write(f"{count} suggestions for {cluster.name} {month:%Y-%m}")

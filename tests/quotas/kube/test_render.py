@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from kubesandbox.schemas import validate_object
+from quotas.kube.objects import ObjectKey
 from quotas.kube.plan import (
     AllocationPlan,
     ClusterPlan,
@@ -22,7 +23,6 @@ from quotas.kube.render import (
     TEAM_LABEL,
     WORKLOAD_LABEL,
     flavor_name,
-    object_key,
     quantity,
     render_cluster,
     render_kueue_objects,
@@ -136,8 +136,8 @@ def hierarchy_plan(backends=ALL_BACKENDS) -> ClusterPlan:
 
 
 def find(objects, kind, name, namespace=""):
-    matches = [o for o in objects if object_key(o)[1:] == (kind, namespace, name)]
-    assert len(matches) == 1, (kind, namespace, name, [object_key(o) for o in objects])
+    matches = [o for o in objects if ObjectKey.of(o)[1:] == (kind, namespace, name)]
+    assert len(matches) == 1, (kind, namespace, name, [ObjectKey.of(o) for o in objects])
     return matches[0]
 
 
@@ -311,7 +311,7 @@ def test_namespace_without_allocations_gets_no_quota_and_no_queues():
         namespaces=(ns("team-x-dev", team("team-x"), "dev"),),
     )
     objects = render_cluster(plan)
-    assert [object_key(o) for o in objects] == [
+    assert [ObjectKey.of(o) for o in objects] == [
         ("v1", "Namespace", "", "team-x-dev"),
         ("v1", "ConfigMap", "yunikorn", "yunikorn-configs"),
     ]
@@ -771,7 +771,7 @@ def test_shadow_namespaces_are_still_rendered():
         backends=ALL_BACKENDS,
         namespaces=(ns("team-x-dev", team("team-x"), "dev", alloc(GPU, 1, 2), shadow=True),),
     )
-    keys = {object_key(o)[1:] for o in render_cluster(plan)}
+    keys = {ObjectKey.of(o)[1:] for o in render_cluster(plan)}
     assert {
         ("Namespace", "", "team-x-dev"),
         ("ResourceQuota", "team-x-dev", "gpu-quota"),
@@ -783,12 +783,12 @@ def test_shadow_namespaces_are_still_rendered():
 
 def test_render_namespace_is_the_team_part_of_render_cluster():
     plan = hierarchy_plan()
-    everything = {object_key(o): o for o in render_cluster(plan)}
+    everything = {ObjectKey.of(o): o for o in render_cluster(plan)}
     for namespace in plan.namespaces:
         part = render_namespace(plan, namespace)
         assert part[0]["kind"] == "Namespace"
         for obj in part:
-            assert everything[object_key(obj)] == obj
+            assert everything[ObjectKey.of(obj)] == obj
         assert {o["kind"] for o in part} == {
             "Namespace",
             "ResourceQuota",
@@ -800,24 +800,24 @@ def test_render_namespace_is_the_team_part_of_render_cluster():
         k for k, o in everything.items() if o["kind"] in ("PriorityClass", "Cohort", "ConfigMap")
     }
     for namespace in plan.namespaces:
-        assert not shared & {object_key(o) for o in render_namespace(plan, namespace)}
+        assert not shared & {ObjectKey.of(o) for o in render_namespace(plan, namespace)}
 
 
 def test_object_key():
     objects = render_cluster(seed_plan())
-    assert object_key(find(objects, "Namespace", "team-c-dev")) == (
+    assert ObjectKey.of(find(objects, "Namespace", "team-c-dev")) == (
         "v1",
         "Namespace",
         "",
         "team-c-dev",
     )
-    assert object_key(find(objects, "LocalQueue", "default", "team-c-dev")) == (
+    assert ObjectKey.of(find(objects, "LocalQueue", "default", "team-c-dev")) == (
         "kueue.x-k8s.io/v1beta2",
         "LocalQueue",
         "team-c-dev",
         "default",
     )
-    keys = [object_key(o) for o in objects]
+    keys = [ObjectKey.of(o) for o in objects]
     assert len(keys) == len(set(keys))
 
 

@@ -16,11 +16,11 @@ import pytest
 from celpy import celtypes
 
 from kubesandbox.schemas import validate_object
+from quotas.kube.objects import ObjectKey
 from quotas.kube.plan import ClusterPlan
 from quotas.kube.render import (
     CLUSTER_LABEL,
     MANAGED_BY_LABEL,
-    object_key,
     per_pod_max_annotation,
     render_cluster,
     render_namespace,
@@ -205,7 +205,7 @@ def test_policy_and_binding_validate_strictly_and_carry_the_portal_labels(seed):
         "validationActions": ["Deny"],
     }
     # Policy before binding, both before the namespaced objects.
-    keys = [object_key(o)[1] for o in objects]
+    keys = [ObjectKey.of(o)[1] for o in objects]
     assert keys.index("ValidatingAdmissionPolicy") < keys.index("ValidatingAdmissionPolicyBinding")
     assert keys.index("ValidatingAdmissionPolicyBinding") < keys.index("ResourceQuota")
 

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from portal.errors import ValidationFailed
+from common.errors import ValidationFailed
 from portal.schedules import ensure_default_schedules
 from quotas.models import Suggestion, TeamNamespace
 from quotas.usage.suggestions import parse_month, previous_month, suggestions_compute

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.core.paginator import InvalidPage
 from rest_framework.pagination import PageNumberPagination
 
-from portal.errors import ApplicationError, ValidationFailed
+from common.errors import ApplicationError, ValidationFailed
 
 DEFAULT_PAGE_SIZE = 50
 

@@ -23,14 +23,15 @@ import time
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import IntegrityError, models, transaction
 from django.http.request import RawPostDataException
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.errors import ApplicationError, NotAllowed, ValidationFailed
-from portal.models import IdempotencyKey
+from common.errors import ApplicationError, NotAllowed, ValidationFailed
 
 HEADER = "Idempotency-Key"
 METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -50,6 +51,46 @@ class IdempotencyKeyReused(ApplicationError):
 
 class IdempotencyInProgress(NotAllowed):
     """Another request with this key is still running."""
+
+
+class IdempotencyKey(models.Model):
+    """One ``Idempotency-Key`` of one user: the request it was first used for (a fingerprint of
+    method, path and body) and, once that request succeeded, its response to replay.
+
+    The unique (user, key) constraint is the lock: of two requests racing with the same key
+    exactly one inserts the row and does the work; the other finds the row
+    (idempotency_claim).
+
+    The row belongs to the portal app (``app_label``): its table and migrations stay there, and
+    portal.models imports it so the app registers it; the code lives here with its only user."""
+
+    class State(models.TextChoices):
+        IN_PROGRESS = "in_progress", _("in progress")
+        DONE = "done", _("done")
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="idempotency_keys"
+    )
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)
+    method = models.CharField(max_length=10)
+    path = models.CharField(max_length=500)
+    state = models.CharField(max_length=12, choices=State.choices, default=State.IN_PROGRESS)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(db_index=True)
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    response_headers = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        app_label = "portal"
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "key"], name="idempotencykey_unique_user_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} of {self.user_id} ({self.state})"
 
 
 def request_fingerprint(*, method: str, path: str, body: bytes) -> str:

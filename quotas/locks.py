@@ -1,0 +1,121 @@
+"""Row locks, and the one order every transaction takes them in.
+
+Two transactions that lock rows in the same order wait for each other; in different orders
+they can deadlock. So every service of quotas and approvals locks through this module (or
+approvals.locks, for the request row), in LOCK_ORDER: a transaction never locks a row of a
+table that comes earlier than one it already locked, and rows of one table in id order.
+The audit chain head, locked by every audit write, is last: write the audit events after the
+other locks. (An UPDATE locks its rows too: ``cluster_plan_touch`` locks the cluster.)
+"""
+
+from collections.abc import Iterable
+
+from quotas.models.allocations import Allocation
+from quotas.models.audit import AuditChainHead
+from quotas.models.clusters import Cluster, ClusterCapacity, PriorityClass
+from quotas.models.suggestions import Suggestion
+from quotas.models.teams import TeamNamespace
+
+# Each function locks the rows of its own table only (FOR UPDATE OF): a plain FOR UPDATE locks
+# every table the statement joins, and a model's default ordering joins tables.
+SELF = ("self",)
+
+LOCK_ORDER: tuple[str, ...] = (
+    # A request made from a suggestion: one at a time, so two clicks make one request.
+    "quotas.Suggestion",
+    # What a decision draws on: two admins approving competing requests serialize here
+    # instead of both seeing the same free GPUs; a capacity change waits for them.
+    "quotas.ClusterCapacity",
+    # The request decided (approvals.locks.lock_request).
+    "approvals.QuotaRequest",
+    # What the decision changes.
+    "quotas.Allocation",
+    "quotas.TeamNamespace",
+    # Before the clusters: removing a class checks the allocations with the clusters locked,
+    # as every approval locks the clusters before it writes an allocation's classes.
+    "quotas.PriorityClass",
+    "quotas.Cluster",
+    "approvals.ApprovalPolicy",
+    # Every audit write: always the last lock.
+    "quotas.AuditChainHead",
+)
+
+
+def _ids(query) -> list[int]:
+    return list(query.select_for_update(of=SELF).order_by("id").values_list("id", flat=True))
+
+
+def lock_suggestion(suggestion_id: int) -> None:
+    _ids(Suggestion.objects.filter(pk=suggestion_id))
+
+
+def _first(query):
+    """The first row of ``query``, locked, or None."""
+    return query.select_for_update(of=SELF).first()
+
+
+def _pairs(model, fields: tuple[str, str], pairs: Iterable[tuple[int, int]]) -> None:
+    """The rows of ``model`` whose two ``fields`` hold one of the ``pairs`` (those that exist)."""
+    pairs = sorted(set(pairs))
+    if not pairs:
+        return
+    query = model.objects.none()
+    for values in pairs:
+        query |= model.objects.filter(**dict(zip(fields, values, strict=True)))
+    _ids(query)
+
+
+def lock_capacities(pairs: Iterable[tuple[int, int]]) -> None:
+    """The capacity rows of (cluster id, resource id) pairs."""
+    _pairs(ClusterCapacity, ("cluster_id", "resource_id"), pairs)
+
+
+def lock_capacity(*, cluster: Cluster, resource) -> ClusterCapacity | None:
+    """One capacity row, or None when the cluster has none of the resource yet."""
+    return _first(ClusterCapacity.objects.filter(cluster=cluster, resource=resource))
+
+
+def lock_capacity_with_names(capacity_id: int) -> ClusterCapacity | None:
+    """One capacity row, with its cluster and resource read alongside (not locked)."""
+    return _first(
+        ClusterCapacity.objects.select_related("cluster", "resource").filter(pk=capacity_id)
+    )
+
+
+def lock_allocations(pairs: Iterable[tuple[int, int]]) -> None:
+    """The allocations of (team namespace id, resource id) pairs (those that exist)."""
+    _pairs(Allocation, ("team_namespace_id", "resource_id"), pairs)
+
+
+def lock_allocation(*, team_namespace, resource) -> Allocation | None:
+    """One allocation, or None when the namespace has none of the resource yet."""
+    return _first(Allocation.objects.filter(team_namespace=team_namespace, resource=resource))
+
+
+def lock_team_namespace(team_namespace_id: int) -> TeamNamespace:
+    return TeamNamespace.objects.select_for_update(of=SELF).get(pk=team_namespace_id)
+
+
+def lock_priority_class(priority_class_id: int, *, missing_ok: bool = True) -> PriorityClass | None:
+    """None when it is gone (with ``missing_ok``; else PriorityClass.DoesNotExist)."""
+    query = PriorityClass.objects.select_for_update(of=SELF).filter(pk=priority_class_id)
+    return query.first() if missing_ok else query.get()
+
+
+def lock_cluster(cluster_id: int) -> Cluster:
+    return Cluster.objects.select_for_update(of=SELF).get(pk=cluster_id)
+
+
+def lock_clusters(cluster_ids: Iterable[int] | None = None) -> list[Cluster]:
+    """The clusters of ``cluster_ids``, or every cluster, in id order."""
+    query = Cluster.objects.all()
+    if cluster_ids is not None:
+        query = query.filter(id__in=list(cluster_ids))
+    return list(query.select_for_update(of=SELF).order_by("id"))
+
+
+def lock_audit_head(*, missing_ok: bool = True) -> AuditChainHead | None:
+    """The audit chain's head row: the last lock of a transaction. None while there is none
+    (with ``missing_ok``; else AuditChainHead.DoesNotExist)."""
+    query = AuditChainHead.objects.select_for_update(of=SELF).filter(pk=AuditChainHead.SINGLETON_ID)
+    return query.first() if missing_ok else query.get()
