@@ -20,6 +20,7 @@ from portal.filtersets import (
     one_of,
     period_form,
 )
+from quotas.audit import audit_events_of_team
 from quotas.models import (
     Allocation,
     AuditEvent,
@@ -216,13 +217,21 @@ def audit_text_filter(regex: str, what: str, **kwargs) -> django_filters.CharFil
 
 
 class AuditEventFilterSet(PortalFilterSet):
-    """The audit log: ?actor=&action=&target_type=&target_id=&since=&until=, all optional."""
+    """The audit log: ?actor=&team=&action=&target_type=&target_id=&since=&until=, all
+    optional (the page /audit/, its CSV export and the API alike)."""
 
     actor = audit_text_filter(
         r"^[\w.@+-]{1,150}\Z",
         "a user name (letters, digits, '@', '.', '+', '-', '_'; at most 150)",
         field_name="actor_username",
         help_text="User name.",
+    )
+    team = django_filters.ModelChoiceFilter(
+        queryset=_teams,
+        to_field_name="slug",
+        method="filter_team",
+        help_text="Team slug: events about the team, its namespaces, allocations and requests.",
+        error_messages={"invalid_choice": "no team %(value)r among the teams you may see"},
     )
     action = audit_text_filter(
         r"^[A-Za-z0-9_.-]{1,100}\Z",
@@ -254,8 +263,11 @@ class AuditEventFilterSet(PortalFilterSet):
 
     class Meta:
         model = AuditEvent
-        fields = ["actor", "action", "target_type", "target_id", "since", "until"]
+        fields = ["actor", "team", "action", "target_type", "target_id", "since", "until"]
         form = period_form("since", "until")
+
+    def filter_team(self, queryset, name, value):
+        return audit_events_of_team(queryset, value.pk)
 
     def filter_action(self, queryset, name, value):
         if value.endswith("."):
