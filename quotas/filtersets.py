@@ -216,6 +216,11 @@ def audit_text_filter(regex: str, what: str, **kwargs) -> django_filters.CharFil
     )
 
 
+@extend_schema_field({"type": "string", "example": "team-a"})
+class TeamSlugFilter(django_filters.ModelChoiceFilter):
+    """A team by slug, read by a method (the schema cannot guess its type from a field)."""
+
+
 class AuditEventFilterSet(PortalFilterSet):
     """The audit log: ?actor=&team=&action=&target_type=&target_id=&since=&until=, all
     optional (the page /audit/, its CSV export and the API alike)."""
@@ -226,7 +231,7 @@ class AuditEventFilterSet(PortalFilterSet):
         field_name="actor_username",
         help_text="User name.",
     )
-    team = django_filters.ModelChoiceFilter(
+    team = TeamSlugFilter(
         queryset=_teams,
         to_field_name="slug",
         method="filter_team",

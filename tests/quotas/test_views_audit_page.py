@@ -181,3 +181,11 @@ def test_queries_do_not_grow_with_the_log(client, people, admin, params):
     grow_world(teams=6, clusters=3, requests_per_team=20, admin=admin)
     assert AuditEvent.objects.count() > 150
     assert count_queries(client, params) == small
+
+
+def test_the_api_filters_by_team_as_the_page(client, people):
+    page = get(client, people["auditor"], {"team": "t1"})
+    api = client.get("/api/v1/audit-events/", {"team": "t1", "page_size": 100}).json()
+    assert [e["seq"] for e in api["results"]] == seqs(page)
+    bad = client.get("/api/v1/audit-events/", {"team": "nope"})
+    assert bad.status_code == 400 and bad.json()["extra"]["field"] == "team"
