@@ -50,10 +50,22 @@ def team_usage_figure(series: UsageSeries, *, title: str, labels: dict[str, str]
         "layout": {
             **_LAYOUT,
             "title": {"text": title},
+            "xaxis": _days_axis(len(series.days)),
             "yaxis": {"title": {"text": series.unit}, "rangemode": "tozero"},
             "height": 320,
         },
     }
+
+
+DAY_MS = 86_400_000
+MAX_DAY_TICKS = 8
+
+
+def _days_axis(days: int) -> dict:
+    """Ticks on whole days (never hours of a day the rollups do not split), at most
+    MAX_DAY_TICKS of them."""
+    step = max(1, -(-days // MAX_DAY_TICKS))
+    return {"type": "date", "tickformat": "%Y-%m-%d", "dtick": step * DAY_MS}
 
 
 def _fs(values: Sequence[Decimal | None]) -> list[float | None]:

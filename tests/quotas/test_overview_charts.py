@@ -73,3 +73,18 @@ def test_team_usage_figure_draws_guarantee_and_cap_as_steps():
     assert by_name["g"]["y"] == [6.0, None] and by_name["g"]["line"]["shape"] == "hv"
     assert by_name["c"]["y"] == [10.0, 12.0]
     assert fig["layout"]["yaxis"]["title"]["text"] == "GPU"
+    assert fig["layout"]["xaxis"]["dtick"] == 86_400_000  # one tick a day, not hours
+
+
+def test_a_month_of_days_gets_a_tick_every_few_days():
+    series = UsageSeries(
+        team_id=1,
+        cluster="c",
+        resource="r",
+        unit="GPU",
+        days=[date(2026, 1, d) for d in range(1, 31)],
+    )
+    axis = team_usage_figure(
+        series, title="T", labels={"peak": "p", "mean": "m", "guarantee": "g", "cap": "c"}
+    )["layout"]["xaxis"]
+    assert axis["dtick"] == 4 * 86_400_000 and axis["tickformat"] == "%Y-%m-%d"
