@@ -12,17 +12,21 @@ import hashlib
 import hmac
 import json
 import logging
-from collections.abc import Iterable, Iterator
+import operator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
+from django.db.models import CharField, Q, QuerySet
+from django.db.models.functions import Cast
 
 from quotas.audit_anchors import Anchor
 from quotas.locks import lock_audit_head
+from quotas.models import Allocation, Team, TeamNamespace
 from quotas.models.audit import AuditChainHead, AuditEvent
 
 log = logging.getLogger(__name__)
@@ -308,13 +312,45 @@ def audit_verify(*, batch_size: int = 2000, anchors: Iterable[Anchor] = ()) -> A
 def audit_events_filtered(
     *, action: str | None = None, since: datetime.datetime | None = None
 ) -> QuerySet[AuditEvent]:
-    """The audit log in chain order, optionally one action only and from a moment on."""
+    """The audit log in chain order, optionally one action only and from a moment on (the
+    page and the export narrow it further with quotas.filtersets.AuditEventFilterSet)."""
     events = AuditEvent.objects.order_by("seq")
     if action:
         events = events.filter(action=action)
     if since is not None:
         events = events.filter(created_at__gte=since)
     return events
+
+
+# Per target type, the ids (as the log keeps them: text) of a team's objects of that type,
+# as a queryset of one column. Apps register theirs (approvals: its requests) in ready(),
+# so the log needs no knowledge of the apps that write to it.
+TeamTargets = Callable[[int], QuerySet]
+AUDIT_TEAM_TARGETS: dict[str, TeamTargets] = {}
+
+
+def audit_team_targets(target_type: str, targets: TeamTargets) -> None:
+    AUDIT_TEAM_TARGETS[target_type] = targets
+
+
+def _ids_as_text(queryset: QuerySet) -> QuerySet:
+    return queryset.annotate(target_key=Cast("pk", CharField())).values("target_key")
+
+
+def audit_events_of_team(events: QuerySet[AuditEvent], team_id: int) -> QuerySet[AuditEvent]:
+    """The events about the team itself or one of its objects (namespaces, allocations, and
+    whatever other apps registered, such as requests); one query, with subqueries."""
+    kinds: dict[str, TeamTargets] = {
+        "Team": lambda t: Team.objects.filter(pk=t),
+        "TeamNamespace": lambda t: TeamNamespace.objects.filter(team_id=t),
+        "Allocation": lambda t: Allocation.objects.filter(team_namespace__team_id=t),
+        **AUDIT_TEAM_TARGETS,
+    }
+    about_team = [
+        Q(target_type=target_type, target_id__in=_ids_as_text(targets(team_id)))
+        for target_type, targets in kinds.items()
+    ]
+    return events.filter(reduce(operator.or_, about_team))
 
 
 CSV_HEADER = [

@@ -1,6 +1,7 @@
 """Readable, translated names of the audit log's actions (the codes stay English in the log)."""
 
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 ACTION_LABELS = {
     "request.draft": _("Draft saved"),
@@ -42,3 +43,43 @@ def action_label(action: str) -> str:
         return str(label)
     words = action.replace(".", " ").replace("_", " ").strip()
     return words[:1].upper() + words[1:]
+
+
+SUMMARY_FIELDS = 4
+EMPTY = "\u2013"  # an en dash, as the pages show an empty amount
+SUMMARY_TEXT = 40
+
+
+def _value_text(value) -> str:
+    if value is None or value == "":
+        return EMPTY
+    if isinstance(value, list):
+        if all(not isinstance(v, dict | list) for v in value):
+            text = ", ".join(str(v) for v in value) or EMPTY
+        else:
+            text = ngettext("%(count)d item", "%(count)d items", len(value)) % {"count": len(value)}
+    elif isinstance(value, dict):
+        text = "{…}"
+    else:
+        text = str(value)
+    return text if len(text) <= SUMMARY_TEXT else text[: SUMMARY_TEXT - 1] + "…"
+
+
+def audit_change_summary(before, after) -> list[str]:
+    """A short reading of an event's payload: each field that changed as ``field: old → new``
+    (a new one as ``field: value``), at most SUMMARY_FIELDS of them and a count of the rest."""
+    old = before if isinstance(before, dict) else {}
+    new = after if isinstance(after, dict) else {}
+    lines = []
+    for key in [*new, *(k for k in old if k not in new)]:
+        if key in old and key in new and old[key] == new[key]:
+            continue
+        if key not in old:
+            lines.append(f"{key}: {_value_text(new[key])}")
+        else:
+            lines.append(f"{key}: {_value_text(old[key])} → {_value_text(new.get(key))}")
+    if len(lines) > SUMMARY_FIELDS:
+        rest = len(lines) - SUMMARY_FIELDS
+        more = ngettext("and %(count)d more field", "and %(count)d more fields", rest)
+        lines = [*lines[:SUMMARY_FIELDS], more % {"count": rest}]
+    return lines

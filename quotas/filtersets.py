@@ -20,6 +20,7 @@ from common.filtersets import (
     one_of,
     period_form,
 )
+from quotas.audit import audit_events_of_team
 from quotas.models import (
     Allocation,
     AuditEvent,
@@ -215,14 +216,27 @@ def audit_text_filter(regex: str, what: str, **kwargs) -> django_filters.CharFil
     )
 
 
+@extend_schema_field({"type": "string", "example": "team-a"})
+class TeamSlugFilter(django_filters.ModelChoiceFilter):
+    """A team by slug, read by a method (the schema cannot guess its type from a field)."""
+
+
 class AuditEventFilterSet(PortalFilterSet):
-    """The audit log: ?actor=&action=&target_type=&target_id=&since=&until=, all optional."""
+    """The audit log: ?actor=&team=&action=&target_type=&target_id=&since=&until=, all
+    optional (the page /audit/, its CSV export and the API alike)."""
 
     actor = audit_text_filter(
         r"^[\w.@+-]{1,150}\Z",
         "a user name (letters, digits, '@', '.', '+', '-', '_'; at most 150)",
         field_name="actor_username",
         help_text="User name.",
+    )
+    team = TeamSlugFilter(
+        queryset=_teams,
+        to_field_name="slug",
+        method="filter_team",
+        help_text="Team slug: events about the team, its namespaces, allocations and requests.",
+        error_messages={"invalid_choice": "no team %(value)r among the teams you may see"},
     )
     action = audit_text_filter(
         r"^[A-Za-z0-9_.-]{1,100}\Z",
@@ -254,8 +268,11 @@ class AuditEventFilterSet(PortalFilterSet):
 
     class Meta:
         model = AuditEvent
-        fields = ["actor", "action", "target_type", "target_id", "since", "until"]
+        fields = ["actor", "team", "action", "target_type", "target_id", "since", "until"]
         form = period_form("since", "until")
+
+    def filter_team(self, queryset, name, value):
+        return audit_events_of_team(queryset, value.pk)
 
     def filter_action(self, queryset, name, value):
         if value.endswith("."):

@@ -122,9 +122,13 @@ def capacity_summary(*, cluster_ids: list[int] | None = None) -> list[CapacityLi
     return lines
 
 
-def cluster_facts(cluster: Cluster) -> ClusterFacts:
-    """What the plan rules need to know of a cluster."""
-    capacities = list(cluster.capacities.select_related("resource"))
+def cluster_facts(
+    cluster: Cluster, capacities: list[ClusterCapacity] | None = None
+) -> ClusterFacts:
+    """What the plan rules need to know of a cluster (its capacities read unless given, with
+    their resources)."""
+    if capacities is None:
+        capacities = list(cluster.capacities.select_related("resource"))
     return ClusterFacts(
         name=cluster.name,
         capacities={c.resource.name: c.capacity for c in capacities},
@@ -155,12 +159,19 @@ def plan_findings(*, cluster_ids: list[int] | None = None) -> list[Finding]:
     clusters = Cluster.objects.order_by("name")
     if cluster_ids is not None:
         clusters = clusters.filter(id__in=cluster_ids)
+    # Three queries whatever the number of clusters: the pages that show this must not grow.
+    capacities: dict[int, list[ClusterCapacity]] = defaultdict(list)
+    for capacity in ClusterCapacity.objects.filter(cluster__in=clusters).select_related("resource"):
+        capacities[capacity.cluster_id].append(capacity)
+    allocations: dict[int, list[Allocation]] = defaultdict(list)
+    for allocation in Allocation.objects.filter(
+        team_namespace__cluster__in=clusters
+    ).select_related("team_namespace__cluster", "resource"):
+        allocations[allocation.team_namespace.cluster_id].append(allocation)
     findings: list[Finding] = []
     for cluster in clusters:
-        allocations = Allocation.objects.filter(team_namespace__cluster=cluster).select_related(
-            "team_namespace__cluster", "resource"
-        )
         findings += check_plan(
-            cluster=cluster_facts(cluster), allocations=[allocation_facts(a) for a in allocations]
+            cluster=cluster_facts(cluster, capacities[cluster.pk]),
+            allocations=[allocation_facts(a) for a in allocations[cluster.pk]],
         )
     return sort_findings(findings)

@@ -1,47 +1,104 @@
-"""Pages of the quota app."""
+"""Pages of the quota app: the cluster overview (``/clusters/``, ``/clusters/<name>/``) and the
+cross-cluster summary (``/summary/``). The team dashboard at ``/`` is approvals'
+(views_dashboard), as it shows requests too.
 
-from itertools import groupby
+Everybody signed in sees capacity and totals; a lead or member sees the other teams only as one
+aggregate, and the details of syncs and drift are for admins and auditors. Each page issues a
+fixed number of queries, however many clusters, teams or allocations there are.
+"""
+
+from collections import defaultdict
 
 from django.contrib.auth.decorators import login_required
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import get_object_or_404, render
+from django.utils.translation import gettext as _
 
-from quotas.kube.status import cluster_sync_status
-from quotas.models import TeamMembership
+from common.amounts import format_amount
+from quotas.kube.status import cluster_sync_status, open_sync_requests, recent_drift
+from quotas.models import Cluster
+from quotas.overview import ClusterLines, capacity_by_team, findings_visible_to, plan_summary
+from quotas.overview_charts import capacity_figure, chart_segments
 from quotas.roles import sees_everything
-from quotas.selectors import (
-    allocations_visible_to,
-    capacity_summary,
-    plan_findings,
-    teams_visible_to,
-)
+from quotas.selectors import plan_findings
+
+
+def _capacity_chart(block: ClusterLines, index: int, line) -> dict:
+    title = _("%(resource)s on %(cluster)s: guarantees and caps against capacity") % {
+        "resource": line.resource,
+        "cluster": line.cluster,
+    }
+    labels = {
+        "guarantees": _("sum of guarantees"),
+        "caps": _("sum of caps"),
+        "capacity": _("capacity %(amount)s %(unit)s")
+        % {"amount": format_amount(line.capacity or 0), "unit": line.unit},
+    }
+    segments = chart_segments(line.shares, rest_label=_("smaller teams"))
+    return {
+        "id": f"cluster-chart-{block.cluster.pk}-{index}",
+        "title": title,
+        "figure": capacity_figure(
+            title=title, unit=line.unit, capacity=line.capacity, segments=segments, labels=labels
+        ),
+    }
+
+
+def _cluster_context(request: HttpRequest, clusters: QuerySet[Cluster]) -> dict:
+    user = request.user
+    everything = sees_everything(user)
+    overview = capacity_by_team(user=user, clusters=clusters, others_label=_("Other teams"))
+    ids = [block.cluster.pk for block in overview]
+    findings = defaultdict(list)
+    for finding in findings_visible_to(user, plan_findings(cluster_ids=ids)):
+        findings[finding.cluster].append(finding)
+    sync = {row.cluster.pk: row for row in cluster_sync_status(cluster_ids=ids)}
+    blocks, chart_data = [], []
+    for block in overview:
+        charts = [_capacity_chart(block, i, line) for i, line in enumerate(block.lines)]
+        chart_data += [{"id": c["id"], "figure": c["figure"]} for c in charts]
+        blocks.append(
+            {
+                "cluster": block.cluster,
+                "lines": list(zip(block.lines, charts, strict=True)),
+                "over_promised": block.over_promised,
+                "findings": findings.get(block.cluster.name, []),
+                "sync": sync.get(block.cluster.pk),
+            }
+        )
+    return {
+        "blocks": blocks,
+        "chart_data": chart_data,
+        "sees_everything": everything,
+        "cluster_ids": ids,
+    }
 
 
 @login_required
-def home(request: HttpRequest) -> HttpResponse:
-    """The user's teams and their current allocations; admins also see capacity per cluster."""
-    user = request.user
-    teams = teams_visible_to(user).select_related("parent").order_by("slug")
-    roles = dict(TeamMembership.objects.filter(user=user).values_list("team_id", "role"))
-    allocations = allocations_visible_to(user).order_by(
-        "team_namespace__team__slug",
-        "team_namespace__cluster__name",
-        "team_namespace__name",
-        "resource__name",
+def cluster_list(request: HttpRequest) -> HttpResponse:
+    context = _cluster_context(request, Cluster.objects.all())
+    if sees_everything(request.user):
+        context["drift"] = recent_drift(limit=10)
+    return render(request, "quotas/clusters.html", context)
+
+
+@login_required
+def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
+    cluster = get_object_or_404(Cluster, name=name)
+    context = _cluster_context(request, Cluster.objects.filter(pk=cluster.pk))
+    context["cluster"] = cluster
+    if sees_everything(request.user):
+        context["drift"] = recent_drift(cluster_ids=[cluster.pk])
+        context["open_syncs"] = open_sync_requests(cluster_ids=[cluster.pk])
+    return render(request, "quotas/clusters.html", context)
+
+
+@login_required
+def summary(request: HttpRequest) -> HttpResponse:
+    table = plan_summary(user=request.user, others_label=_("Other teams"), total_label=_("Total"))
+    return render(
+        request,
+        "quotas/summary.html",
+        {"summary": table, "sees_everything": sees_everything(request.user)},
     )
-    by_team = {
-        team_id: list(rows)
-        for team_id, rows in groupby(allocations, key=lambda a: a.team_namespace.team_id)
-    }
-    team_rows = [
-        {"team": team, "role": roles.get(team.id), "allocations": by_team.get(team.id, [])}
-        for team in teams
-    ]
-    context = {
-        "team_rows": team_rows,
-        "sees_everything": sees_everything(user),
-        "capacity": capacity_summary() if sees_everything(user) else [],
-        "clusters": cluster_sync_status() if sees_everything(user) else [],
-        "violations": plan_findings() if sees_everything(user) else [],
-    }
-    return render(request, "quotas/home.html", context)

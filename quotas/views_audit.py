@@ -1,9 +1,13 @@
-"""CSV export of the audit log for platform admins and auditors."""
+"""The audit log for platform admins and auditors: the page (/audit/, newest first, 25 a page)
+and its CSV export (/audit/export.csv, in chain order). Both read the same filters through the
+same FilterSet as GET /api/v1/audit-events/ (actor, team, action, since, until, ...)."""
 
 import csv
-import datetime
 
+from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -11,11 +15,21 @@ from django.http import (
     HttpResponseForbidden,
     StreamingHttpResponse,
 )
-from django.utils import timezone
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.http import urlencode
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
 from quotas.audit import audit_csv_rows, audit_events_filtered
+from quotas.audit_labels import ACTION_LABELS, audit_change_summary
+from quotas.filtersets import AuditEventFilterSet
+from quotas.models import AuditEvent, Team
 from quotas.roles import sees_everything
+
+EVENTS_PER_PAGE = 25
+# The filters the page offers (the FilterSet takes target_type and target_id too).
+PAGE_FILTERS = ("actor", "team", "action", "since", "until")
 
 
 class _Echo:
@@ -25,28 +39,76 @@ class _Echo:
         return value
 
 
+def may_read_audit_log(user) -> bool:
+    return sees_everything(user)
+
+
+def audit_filters(request: HttpRequest) -> AuditEventFilterSet:
+    """The log in chain order, narrowed by the request's filters (check ``filter_errors``)."""
+    return AuditEventFilterSet(request.GET, queryset=audit_events_filtered(), request=request)
+
+
 @require_GET
 def audit_export_csv(request: HttpRequest) -> HttpResponse:
-    """GET /audit/export.csv[?action=...&since=YYYY-MM-DD]: the log in chain order."""
+    """GET /audit/export.csv[?actor=&team=&action=&since=&until=]: the log in chain order."""
     user = request.user
     if not user.is_authenticated:
         return redirect_to_login(request.get_full_path())
-    if not sees_everything(user):
+    if not may_read_audit_log(user):
         return HttpResponseForbidden("only platform admins and auditors may export the audit log")
-    since = None
-    since_text = request.GET.get("since", "").strip()
-    if since_text:
-        try:
-            day = datetime.date.fromisoformat(since_text)
-        except ValueError:
-            return HttpResponseBadRequest(
-                f"since must be a date YYYY-MM-DD, got {since_text!r}", content_type="text/plain"
-            )
-        since = timezone.make_aware(datetime.datetime.combine(day, datetime.time.min))
-    events = audit_events_filtered(action=request.GET.get("action", "").strip(), since=since)
+    filters = audit_filters(request)
+    errors = filters.filter_errors()
+    if errors:
+        return HttpResponseBadRequest("\n".join(errors), content_type="text/plain")
     writer = csv.writer(_Echo())
     response = StreamingHttpResponse(
-        (writer.writerow(row) for row in audit_csv_rows(events)), content_type="text/csv"
+        (writer.writerow(row) for row in audit_csv_rows(filters.qs)), content_type="text/csv"
     )
     response["Content-Disposition"] = 'attachment; filename="audit-log.csv"'
     return response
+
+
+def _target_link(event: AuditEvent) -> str:
+    if event.target_type == "QuotaRequest" and event.target_id.isdigit():
+        return reverse("requests-detail", args=[int(event.target_id)])
+    return ""
+
+
+@require_GET
+@login_required
+def audit_log(request: HttpRequest) -> HttpResponse:
+    """GET /audit/: the log newest first, filtered as the export, with the export's link."""
+    if not may_read_audit_log(request.user):
+        raise PermissionDenied(_("Only platform admins and auditors may read the audit log."))
+    filters = audit_filters(request)
+    errors = filters.filter_errors()
+    selected = {name: request.GET.get(name, "").strip() for name in PAGE_FILTERS}
+    given = {name: value for name, value in selected.items() if value}
+    rows, page = [], None
+    if not errors:
+        page = Paginator(filters.qs.order_by("-seq"), EVENTS_PER_PAGE).get_page(
+            request.GET.get("page")
+        )
+        rows = [
+            {
+                "event": event,
+                "link": _target_link(event),
+                "changes": audit_change_summary(event.before, event.after),
+            }
+            for event in page
+        ]
+    actions = sorted(ACTION_LABELS)
+    if selected["action"] and selected["action"] not in ACTION_LABELS:
+        actions.append(selected["action"])  # a prefix (request.) or an action no label names
+    context = {
+        "rows": rows,
+        "page": page,
+        "errors": errors,
+        "error_fields": set(filters.form.errors) if errors else set(),
+        "selected": selected,
+        "actions": actions,
+        "teams": Team.objects.order_by("slug").values_list("slug", flat=True),
+        "query": urlencode(given),
+        "export_url": reverse("audit-export") + (f"?{urlencode(given)}" if given else ""),
+    }
+    return render(request, "quotas/audit_log.html", context, status=400 if errors else 200)

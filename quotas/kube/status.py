@@ -46,46 +46,76 @@ def cluster_backend_problems(*, cluster_ids: list[int] | None = None) -> dict[in
     return {pk: problems for pk, problems in rows if problems}
 
 
-def cluster_sync_status(*, drift_days: int = 7) -> list[ClusterSyncStatus]:
+def cluster_sync_status(
+    *, drift_days: int = 7, cluster_ids: list[int] | None = None
+) -> list[ClusterSyncStatus]:
+    """Per cluster (by name): its last sync run, pending and failed syncs with the last error,
+    drift found lately and backend problems. Six queries, whatever the number of clusters."""
     since = timezone.now() - timedelta(days=drift_days)
-    clusters = list(Cluster.objects.order_by("name"))
+    last_run = (
+        SyncRun.objects.filter(cluster=OuterRef("pk"))
+        .exclude(trigger=SyncRun.Trigger.PREVIEW)
+        .order_by("-started_at")
+        .values("pk")[:1]
+    )
+    last_failed = (
+        SyncRequest.objects.filter(cluster=OuterRef("pk"), status=SyncRequest.Status.FAILED)
+        .order_by("-created_at")
+        .values("last_error")[:1]
+    )
+    clusters = Cluster.objects.order_by("name")
+    if cluster_ids is not None:
+        clusters = clusters.filter(pk__in=cluster_ids)
+    clusters = clusters.annotate(last_run_id=Subquery(last_run), last_error=Subquery(last_failed))
+    runs = {run.pk: run for run in SyncRun.objects.filter(pk__in=clusters.values("last_run_id"))}
     requests = {
         row["cluster_id"]: row
-        for row in SyncRequest.objects.values("cluster_id").annotate(
+        for row in SyncRequest.objects.filter(cluster__in=clusters)
+        .values("cluster_id")
+        .annotate(
             pending=Count("id", filter=Q(status=SyncRequest.Status.PENDING)),
             failed=Count("id", filter=Q(status=SyncRequest.Status.FAILED)),
         )
     }
     drift = dict(
-        DriftEvent.objects.filter(detected_at__gte=since)
+        DriftEvent.objects.filter(detected_at__gte=since, cluster__in=clusters)
         .values_list("cluster_id")
         .annotate(n=Count("id"))
     )
-    problems = cluster_backend_problems()
+    problems = cluster_backend_problems(cluster_ids=cluster_ids)
     rows = []
     for cluster in clusters:
-        last_run = (
-            SyncRun.objects.filter(cluster=cluster)
-            .exclude(trigger=SyncRun.Trigger.PREVIEW)
-            .order_by("-started_at")
-            .first()
-        )
         counts = requests.get(cluster.id, {})
-        last_failed = (
-            SyncRequest.objects.filter(cluster=cluster, status=SyncRequest.Status.FAILED)
-            .order_by("-created_at")
-            .values_list("last_error", flat=True)
-            .first()
-        )
         rows.append(
             ClusterSyncStatus(
                 cluster=cluster,
-                last_run=last_run,
+                last_run=runs.get(cluster.last_run_id),
                 pending=counts.get("pending", 0),
                 failed=counts.get("failed", 0),
                 drift_recent=drift.get(cluster.id, 0),
-                last_error=last_failed or "",
+                last_error=cluster.last_error or "",
                 backend_problems=problems.get(cluster.id, []),
             )
         )
     return rows
+
+
+def recent_drift(*, cluster_ids: list[int] | None = None, limit: int = 20) -> list[DriftEvent]:
+    """The newest drift found on the clusters (all, or the given ones), newest first."""
+    events = DriftEvent.objects.select_related("cluster").order_by("-detected_at", "-id")
+    if cluster_ids is not None:
+        events = events.filter(cluster_id__in=cluster_ids)
+    return list(events[:limit])
+
+
+def open_sync_requests(*, cluster_ids: list[int], limit: int = 20) -> list[SyncRequest]:
+    """Syncs of the clusters still pending or failed (the reconciler retries those), newest
+    first."""
+    return list(
+        SyncRequest.objects.filter(
+            cluster_id__in=cluster_ids,
+            status__in=(SyncRequest.Status.PENDING, SyncRequest.Status.FAILED),
+        )
+        .select_related("cluster")
+        .order_by("-created_at", "-id")[:limit]
+    )

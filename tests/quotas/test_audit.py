@@ -409,7 +409,7 @@ class TestCsvExport:
         client.force_login(admin)
         response = client.get(self.url, {"since": "last week"})
         assert response.status_code == 400
-        assert b"since must be a date YYYY-MM-DD" in response.content
+        assert b"since: give a time as ISO 8601" in response.content
 
     def test_cells_that_would_run_as_formulas_are_neutralised(self, client, admin, cluster):
         audit_record(acting_user=admin, action="x", target=cluster, comment="=HYPERLINK(1)")

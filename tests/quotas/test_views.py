@@ -1,4 +1,4 @@
-"""Home page and Django admin: who sees and may do what."""
+"""Home page, cluster overview and Django admin: who sees and may do what."""
 
 import pytest
 from django.urls import reverse
@@ -28,11 +28,12 @@ def test_lead_sees_own_team_and_not_others(client, lead_a, alloc_a, alloc_b):
     assert 'data-testid="capacity"' not in page
 
 
-def test_admin_sees_all_teams_and_capacity(client, admin, alloc_a, alloc_b):
+def test_admin_sees_all_teams_and_the_way_to_capacity(client, admin, alloc_a, alloc_b):
     client.force_login(admin)
     page = client.get("/").content.decode()
     assert "team-a-training" in page and "team-b-inference" in page
-    assert 'data-testid="capacity"' in page
+    assert 'href="/clusters/"' in page  # capacity moved to the cluster overview
+    assert 'data-testid="capacity"' in client.get("/clusters/").content.decode()
 
 
 def test_login_with_password_then_logout(client, lead_a):
@@ -102,10 +103,12 @@ def test_admin_sees_cluster_sync_status_and_leads_do_not(client, admin, lead_a, 
         changes=[],
     )
     client.force_login(admin)
-    page = client.get("/").content.decode()
+    page = client.get("/clusters/").content.decode()
     assert 'data-testid="clusters"' in page and "boom: 500" in page
     client.force_login(lead_a)
-    assert 'data-testid="clusters"' not in client.get("/").content.decode()
+    page = client.get("/clusters/").content.decode()
+    # Leads see that a sync failed, not its details.
+    assert 'data-testid="clusters"' in page and "boom: 500" not in page
 
 
 def test_preview_page_shows_the_dry_run_diff(client, admin, alloc_a):
@@ -161,9 +164,13 @@ def test_admin_sees_the_seed_example_breaking_the_cap_share(client, db):
     call_command("seed_demo", verbosity=0)
     # Through the login page: the lockout backend needs the request client.login() lacks.
     client.post("/login/", {"username": "admin", "password": "demo"})
-    page = client.get("/").content.decode()
-    assert 'data-testid="violations"' in page
-    assert "cap 10 exceeds 50% of cluster demo capacity 16 nvidia.com/gpu (max 8)" in page
+    finding = "cap 10 exceeds 50% of cluster demo capacity 16 nvidia.com/gpu (max 8)"
+    page = client.get("/clusters/").content.decode()
+    assert 'data-testid="violations"' in page and finding in page
     client.logout()
+    # It is team A's namespace: its lead sees it, team B's lead does not.
     client.post("/login/", {"username": "lead-a", "password": "demo"})
-    assert 'data-testid="violations"' not in client.get("/").content.decode()
+    assert finding in client.get("/clusters/demo/").content.decode()
+    client.logout()
+    client.post("/login/", {"username": "lead-b", "password": "demo"})
+    assert finding not in client.get("/clusters/demo/").content.decode()

@@ -326,7 +326,7 @@ def test_a_cluster_without_kueue_v1beta2_gets_one_message_and_the_rest_is_writte
         by_name = {c["name"]: c for c in listed}
         assert by_name["demo-mig"]["backend_problems"][0]["message"] == message
         assert by_name["demo"]["backend_problems"] == []
-        page = client.get("/").content.decode()
+        page = client.get("/clusters/").content.decode()  # the cluster overview
         assert message in page
     finally:
         old_kueue.stop()
