@@ -2,6 +2,8 @@
 
 from django import forms
 from django.forms import formset_factory
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from approvals.models import (
     COMMENT_MAX_LENGTH,
@@ -28,28 +30,37 @@ class DateTimeLocalInput(forms.DateTimeInput):
 class RequestForm(forms.Form):
     """The request itself; on an existing request only the justification may change."""
 
-    team = forms.ModelChoiceField(queryset=Team.objects.none(), empty_label="choose a team")
+    team = forms.ModelChoiceField(
+        queryset=Team.objects.none(),
+        empty_label=_("choose a team"),
+        label=_("Team"),
+        error_messages={"invalid_choice": _("choose one of the teams you may request quota for")},
+    )
     justification = forms.CharField(
+        label=_("Justification"),
         max_length=JUSTIFICATION_MAX_LENGTH,
         widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="Why the team needs this (workloads, deadlines, usage).",
+        help_text=_("Why the team needs this (workloads, deadlines, usage)."),
     )
     kind = forms.ChoiceField(
+        label=_("Kind"),
         choices=QuotaRequest.Kind.choices,
         initial=QuotaRequest.Kind.PERMANENT,
         widget=forms.RadioSelect,
     )
     starts_at = forms.DateTimeField(
+        label=_("Starts at"),
         required=False,
         widget=DateTimeLocalInput(),
         input_formats=[DATETIME_LOCAL, "%Y-%m-%dT%H:%M:%S"],
-        help_text="Temporary only; empty = as soon as approved.",
+        help_text=_("Temporary only; empty = as soon as approved."),
     )
     ends_at = forms.DateTimeField(
+        label=_("Ends at"),
         required=False,
         widget=DateTimeLocalInput(),
         input_formats=[DATETIME_LOCAL, "%Y-%m-%dT%H:%M:%S"],
-        help_text="Temporary only: the previous allocation comes back then.",
+        help_text=_("Temporary only: the previous allocation comes back then."),
     )
 
     def __init__(self, *args, teams, editing: bool = False, **kwargs):
@@ -64,26 +75,30 @@ class RequestForm(forms.Form):
 class LineForm(forms.Form):
     """One allocation to change; choices are set per user by the formset's form_kwargs."""
 
-    team_namespace = forms.TypedChoiceField(coerce=int, label="Namespace")
-    resource = forms.TypedChoiceField(coerce=int)
-    guarantee = forms.DecimalField(min_value=0, decimal_places=3, max_digits=12)
-    cap = forms.DecimalField(min_value=0, decimal_places=3, max_digits=12)
+    team_namespace = forms.TypedChoiceField(coerce=int, label=_("Namespace"))
+    resource = forms.TypedChoiceField(coerce=int, label=_("Resource"))
+    guarantee = forms.DecimalField(
+        label=_("Guarantee"), min_value=0, decimal_places=3, max_digits=12
+    )
+    cap = forms.DecimalField(label=_("Cap"), min_value=0, decimal_places=3, max_digits=12)
     # Blank per-pod max and no class chosen keep the current values; removing them is the
     # explicit choice of the two boxes below (and counts as widening for the policy).
     per_pod_max = forms.DecimalField(
-        required=False, min_value=0, decimal_places=3, max_digits=12, label="Per-pod max"
+        required=False, min_value=0, decimal_places=3, max_digits=12, label=_("Per-pod max")
     )
-    remove_per_pod_max = forms.BooleanField(required=False, label="remove per-pod max")
+    remove_per_pod_max = forms.BooleanField(required=False, label=_("remove per-pod max"))
     priority_classes = forms.MultipleChoiceField(
-        required=False, widget=forms.SelectMultiple(attrs={"size": 3})
+        required=False, label=_("Priority classes"), widget=forms.SelectMultiple(attrs={"size": 3})
     )
-    any_priority_class = forms.BooleanField(required=False, label="no class restriction")
+    any_priority_class = forms.BooleanField(required=False, label=_("no class restriction"))
 
     def __init__(self, *args, namespaces, resources, priority_classes, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["team_namespace"].choices = [("", "choose"), *namespaces]
-        self.fields["resource"].choices = [("", "choose"), *resources]
+        self.fields["team_namespace"].choices = [("", _("choose")), *namespaces]
+        self.fields["resource"].choices = [("", _("choose")), *resources]
         self.fields["priority_classes"].choices = [(n, n) for n in priority_classes]
+        # Warnings of the plan rules, by field name (errors are the form's own errors).
+        self.warnings: dict[str, list[str]] = {}
 
     def clean(self):
         data = super().clean()
@@ -124,11 +139,13 @@ def check_removals(form: forms.Form, data: dict, prefix: str = "") -> None:
     """A value and its removal at once is a contradiction: said at the field."""
     if data.get(f"{prefix}remove_per_pod_max") and data.get(f"{prefix}per_pod_max") is not None:
         form.add_error(
-            f"{prefix}per_pod_max", "give a per-pod max or tick remove per-pod max, not both"
+            f"{prefix}per_pod_max",
+            gettext("give a per-pod max or tick remove per-pod max, not both"),
         )
     if data.get(f"{prefix}any_priority_class") and data.get(f"{prefix}priority_classes"):
         form.add_error(
-            f"{prefix}priority_classes", "choose classes or tick no class restriction, not both"
+            f"{prefix}priority_classes",
+            gettext("choose classes or tick no class restriction, not both"),
         )
 
 
@@ -203,7 +220,11 @@ def filled_line_forms(formset) -> list[tuple[int, LineForm]]:
 class CommentForm(forms.Form):
     """The comment of a reject or ask-for-changes; the service says when it is missing."""
 
-    LABELS = {"reject": "Why reject (required)", "changes": "Which changes (required)"}
+    LABELS = {
+        "reject": _("Why reject (required)"),
+        "changes": _("Which changes (required)"),
+        "revoke": _("Why revoke (required)"),
+    }
 
     comment = forms.CharField(
         required=False, max_length=COMMENT_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 2})
@@ -211,7 +232,7 @@ class CommentForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["comment"].label = self.LABELS.get(self.prefix, "Comment")
+        self.fields["comment"].label = self.LABELS.get(self.prefix, _("Comment"))
 
 
 class ApproveForm(forms.Form):
@@ -219,9 +240,17 @@ class ApproveForm(forms.Form):
     priority classes; the same choices the API's decisions offer."""
 
     AMOUNTS = ("guarantee", "cap", "per_pod_max")
+    AMOUNT_LABELS = {
+        "guarantee": _("decided guarantee"),
+        "cap": _("decided cap"),
+        "per_pod_max": _("decided per-pod max"),
+    }
 
     comment = forms.CharField(
-        required=False, max_length=COMMENT_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 2})
+        label=_("Comment"),
+        required=False,
+        max_length=COMMENT_MAX_LENGTH,
+        widget=forms.Textarea(attrs={"rows": 2}),
     )
 
     def __init__(self, *args, lines: list[RequestLine], **kwargs):
@@ -233,10 +262,14 @@ class ApproveForm(forms.Form):
         for line in lines:
             for part in self.AMOUNTS:
                 self.fields[f"decided-{line.pk}-{part}"] = forms.DecimalField(
-                    required=False, min_value=0, decimal_places=3, max_digits=12
+                    required=False,
+                    min_value=0,
+                    decimal_places=3,
+                    max_digits=12,
+                    label=self.AMOUNT_LABELS[part],
                 )
             self.fields[f"decided-{line.pk}-remove_per_pod_max"] = forms.BooleanField(
-                required=False, label="remove per-pod max"
+                required=False, label=_("remove per-pod max")
             )
             # A class the allocation allows may be gone from the catalogue: still offered.
             kept = set(line.current_priority_classes) | set(line.final_priority_classes)
@@ -245,10 +278,10 @@ class ApproveForm(forms.Form):
                 required=False,
                 choices=[(n, n) for n in names],
                 widget=forms.SelectMultiple(attrs={"size": 3}),
-                label="decided priority classes",
+                label=_("decided priority classes"),
             )
             self.fields[f"decided-{line.pk}-any_priority_class"] = forms.BooleanField(
-                required=False, label="no class restriction"
+                required=False, label=_("no class restriction")
             )
 
     def line_fields(self, line: RequestLine) -> list:
