@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from django.db.models import Case, Count, Exists, F, OuterRef, Prefetch, Q, Subquery, When, Window
 from django.db.models.functions import RowNumber
 
+from approvals.lifecycle import _SUGGESTION_REUSABLE
 from approvals.models import QuotaRequest, RequestLine
-from approvals.services import _SUGGESTION_REUSABLE
 from approvals.transitions import ALLOWED, S
 from quotas.models import Suggestion
 

@@ -1,7 +1,13 @@
 """The filters of the request list, shared by the page (/requests/) and ``GET
 /api/v1/requests/``."""
 
+from datetime import timedelta
+
 import django_filters
+from django import forms
+from django.db.models import F, Min
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from approvals.models import QuotaRequest
 from approvals.selectors import requests_awaiting_decision_by
@@ -10,11 +16,60 @@ from quotas.filtersets import cluster_filter, team_filter
 from quotas.roles import is_platform_admin
 
 S = QuotaRequest.Status
+# The page's date pickers send YYYY-MM-DD, as the API takes it.
+DAY = forms.DateInput(attrs={"type": "date"})
+
+# How far back an age filter reaches (days): far enough for any queue, small enough that the
+# date arithmetic never overflows.
+MAX_AGE_DAYS = 3650
+
+
+class DaysFilter(django_filters.NumberFilter):
+    """A whole number of days, 0 to MAX_AGE_DAYS; anything else names the parameter's rule."""
+
+    field_class = forms.IntegerField
+
+    def get_max_validator(self):
+        return None  # the field's own max_value says it in days
+
+
+class RequestOrderingFilter(django_filters.OrderingFilter):
+    """?ordering=submitted|team|cluster|status|created, "-" for descending, several comma-
+    separated. Requests never submitted sort last either way; ties go by id. A request with
+    lines on several clusters sorts by the first cluster name."""
+
+    def filter(self, qs, value):
+        if not value:
+            return qs
+        params = [param for param in value if param]
+        if any(param.lstrip("-") == "cluster" for param in params):
+            qs = qs.annotate(first_cluster=Min("lines__team_namespace__cluster__name"))
+        order = []
+        for param in params:
+            field = F(self.param_map[param.lstrip("-")])
+            descending = param.startswith("-")
+            order.append(field.desc(nulls_last=True) if descending else field.asc(nulls_last=True))
+        return qs.order_by(*order, "id")
+
+
+ORDERING_CHOICES = [
+    ("submitted", _("oldest submitted first")),
+    ("-submitted", _("newest submitted first")),
+    ("-created", _("newest created first")),
+    ("created", _("oldest created first")),
+    ("team", _("team")),
+    ("-team", _("team, descending")),
+    ("cluster", _("cluster")),
+    ("-cluster", _("cluster, descending")),
+    ("status", _("status")),
+    ("-status", _("status, descending")),
+]
 
 
 class RequestFilterSet(PortalFilterSet):
-    """?status=&team=&cluster=&kind=&created_after=&created_before=&waiting=, all optional
-    (a request's age: created_after/created_before, days)."""
+    """?status=&team=&cluster=&kind=&created_after=&created_before=&submitted_before=
+    &older_than=&waiting=&ordering=, all optional (a request's age: created_after and
+    created_before, days; submitted_before, a day; older_than, days since it was submitted)."""
 
     status = django_filters.ChoiceFilter(
         choices=S.choices,
@@ -23,7 +78,9 @@ class RequestFilterSet(PortalFilterSet):
         error_messages=one_of(S.choices),
     )
     team = team_filter("team")
+    team.extra["empty_label"] = _("all teams")
     cluster = cluster_filter("lines__team_namespace__cluster")
+    cluster.extra["empty_label"] = _("all clusters")
     kind = django_filters.ChoiceFilter(
         choices=QuotaRequest.Kind.choices,
         empty_label="all kinds",
@@ -36,6 +93,7 @@ class RequestFilterSet(PortalFilterSet):
         label="created from",
         help_text="Created on or after this day (YYYY-MM-DD, the portal's time zone).",
         error_messages={"invalid": "give a day as YYYY-MM-DD"},
+        widget=DAY,
     )
     created_before = django_filters.DateFilter(
         field_name="created_at",
@@ -43,6 +101,47 @@ class RequestFilterSet(PortalFilterSet):
         label="created to",
         help_text="Created on or before this day (YYYY-MM-DD, the portal's time zone).",
         error_messages={"invalid": "give a day as YYYY-MM-DD"},
+        widget=DAY,
+    )
+    submitted_before = django_filters.DateFilter(
+        field_name="submitted_at",
+        lookup_expr="date__lt",
+        label=_("submitted before"),
+        help_text="Submitted before this day (YYYY-MM-DD, the portal's time zone); requests "
+        "never submitted are left out.",
+        error_messages={"invalid": "give a day as YYYY-MM-DD"},
+        widget=DAY,
+    )
+    older_than = DaysFilter(
+        method="filter_older_than",
+        label=_("waiting more than (days)"),
+        help_text=f"Submitted more than this many whole days ago (0 to {MAX_AGE_DAYS}); "
+        "requests never submitted are left out.",
+        min_value=0,
+        max_value=MAX_AGE_DAYS,
+        error_messages={
+            "invalid": "give a whole number of days",
+            "min_value": "give 0 days or more",
+            "max_value": f"give at most {MAX_AGE_DAYS} days",
+        },
+    )
+    ordering = RequestOrderingFilter(
+        fields={
+            "submitted_at": "submitted",
+            "created_at": "created",
+            "team__slug": "team",
+            "first_cluster": "cluster",
+            "status": "status",
+        },
+        choices=ORDERING_CHOICES,
+        empty_label=_("default order"),
+        label=_("sort"),
+        help_text="Sort by submitted, created, team, cluster or status; a leading '-' sorts "
+        "descending (e.g. -submitted); requests never submitted sort last.",
+        error_messages={
+            "invalid_choice": "%(value)r is not one of "
+            + ", ".join(value for value, _label in ORDERING_CHOICES)
+        },
     )
     waiting = StrictBooleanFilter(
         method="filter_waiting",
@@ -53,12 +152,25 @@ class RequestFilterSet(PortalFilterSet):
 
     class Meta:
         model = QuotaRequest
-        fields = ["status", "team", "cluster", "kind", "created_after", "created_before", "waiting"]
+        fields = [
+            "status",
+            "team",
+            "cluster",
+            "kind",
+            "created_after",
+            "created_before",
+            "submitted_before",
+            "older_than",
+            "waiting",
+        ]
 
     def filter_queryset(self, queryset):
         queryset = super().filter_queryset(queryset)
         # A request with several lines on the cluster would be listed once per line.
         return queryset.distinct() if self.form.cleaned_data.get("cluster") else queryset
+
+    def filter_older_than(self, queryset, name, value):
+        return queryset.filter(submitted_at__lt=timezone.now() - timedelta(days=value))
 
     def filter_waiting(self, queryset, name, value):
         user = self.request.user if self.request is not None else None

@@ -2,6 +2,7 @@
 
 from django import forms
 from django.forms import formset_factory
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from approvals.lines import KEEP, Decision, LineInput
@@ -31,7 +32,10 @@ class RequestForm(forms.Form):
     """The request itself; on an existing request only the justification may change."""
 
     team = forms.ModelChoiceField(
-        queryset=Team.objects.none(), label=_("Team"), empty_label=_("choose a team")
+        queryset=Team.objects.none(),
+        empty_label=_("choose a team"),
+        label=_("Team"),
+        error_messages={"invalid_choice": _("choose one of the teams you may request quota for")},
     )
     justification = forms.CharField(
         label=_("Justification"),
@@ -94,6 +98,8 @@ class LineForm(forms.Form):
         self.fields["team_namespace"].choices = [("", _("choose")), *namespaces]
         self.fields["resource"].choices = [("", _("choose")), *resources]
         self.fields["priority_classes"].choices = [(n, n) for n in priority_classes]
+        # Warnings of the plan rules, by field name (errors are the form's own errors).
+        self.warnings: dict[str, list[str]] = {}
 
     def clean(self):
         data = super().clean()
@@ -134,12 +140,13 @@ def check_removals(form: forms.Form, data: dict, prefix: str = "") -> None:
     """A value and its removal at once is a contradiction: said at the field."""
     if data.get(f"{prefix}remove_per_pod_max") and data.get(f"{prefix}per_pod_max") is not None:
         form.add_error(
-            f"{prefix}per_pod_max", _("give a per-pod max or tick remove per-pod max, not both")
+            f"{prefix}per_pod_max",
+            gettext("give a per-pod max or tick remove per-pod max, not both"),
         )
     if data.get(f"{prefix}any_priority_class") and data.get(f"{prefix}priority_classes"):
         form.add_error(
             f"{prefix}priority_classes",
-            _("choose classes or tick no class restriction, not both"),
+            gettext("choose classes or tick no class restriction, not both"),
         )
 
 
@@ -212,7 +219,11 @@ def filled_line_forms(formset) -> list[tuple[int, LineForm]]:
 class CommentForm(forms.Form):
     """The comment of a reject or ask-for-changes; the service says when it is missing."""
 
-    LABELS = {"reject": _("Why reject (required)"), "changes": _("Which changes (required)")}
+    LABELS = {
+        "reject": _("Why reject (required)"),
+        "changes": _("Which changes (required)"),
+        "revoke": _("Why revoke (required)"),
+    }
 
     comment = forms.CharField(
         required=False, max_length=COMMENT_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 2})
@@ -228,6 +239,11 @@ class ApproveForm(forms.Form):
     priority classes; the same choices the API's decisions offer."""
 
     AMOUNTS = ("guarantee", "cap", "per_pod_max")
+    AMOUNT_LABELS = {
+        "guarantee": _("decided guarantee"),
+        "cap": _("decided cap"),
+        "per_pod_max": _("decided per-pod max"),
+    }
 
     comment = forms.CharField(
         label=_("Comment"),
@@ -245,7 +261,11 @@ class ApproveForm(forms.Form):
         for line in lines:
             for part in self.AMOUNTS:
                 self.fields[f"decided-{line.pk}-{part}"] = forms.DecimalField(
-                    required=False, min_value=0, decimal_places=3, max_digits=12
+                    required=False,
+                    min_value=0,
+                    decimal_places=3,
+                    max_digits=12,
+                    label=self.AMOUNT_LABELS[part],
                 )
             self.fields[f"decided-{line.pk}-remove_per_pod_max"] = forms.BooleanField(
                 required=False, label=_("remove per-pod max")

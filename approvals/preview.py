@@ -82,9 +82,13 @@ def _judge(request: QuotaRequest) -> tuple[RequestCheck, dict]:
 
 
 def _with_clusters(
-    check: RequestCheck, changes: dict[tuple[int, str], list[AllocationChange]], user: User
+    check: RequestCheck,
+    changes: dict[tuple[int, str], list[AllocationChange]],
+    user: User,
+    *,
+    wanted: bool = True,
 ) -> RequestCheck:
-    if not may_preview_in_clusters(user):
+    if not wanted or not may_preview_in_clusters(user):
         return check
     try:
         check.clusters = lines_preview(changes)
@@ -94,9 +98,12 @@ def _with_clusters(
     return check
 
 
-def request_check(*, request: QuotaRequest, acting_user: User) -> RequestCheck:
+def request_check(
+    *, request: QuotaRequest, acting_user: User, with_clusters: bool = True
+) -> RequestCheck:
     """A saved request (visible to ``acting_user``): what submitting it now would meet (a draft
-    or one sent back for changes), or approving it (any other)."""
+    or one sent back for changes), or approving it (any other). Without ``with_clusters`` no
+    cluster is called (no dry-run diff)."""
     result: list = []
     try:
         with transaction.atomic():
@@ -105,7 +112,31 @@ def request_check(*, request: QuotaRequest, acting_user: User) -> RequestCheck:
     except _RollBack:
         pass
     check, changes = result
-    return _with_clusters(check, changes, acting_user)
+    return _with_clusters(check, changes, acting_user, wanted=with_clusters)
+
+
+def request_revision_check(
+    *,
+    request: QuotaRequest,
+    acting_user: User,
+    lines: Iterable[LineInput],
+    justification: str | None = None,
+    with_clusters: bool = True,
+) -> RequestCheck:
+    """A saved draft (or a request sent back for changes) with new lines, unsaved: refused as
+    ``request_revise`` would refuse it, else what submitting it would meet. Nothing is kept."""
+    result: list = []
+    try:
+        with transaction.atomic():
+            revised = lifecycle.request_revise(
+                request=request, acting_user=acting_user, lines=lines, justification=justification
+            )
+            result[:] = _judge(revised)
+            raise _RollBack
+    except _RollBack:
+        pass
+    check, changes = result
+    return _with_clusters(check, changes, acting_user, wanted=with_clusters)
 
 
 def request_draft_check(
@@ -117,6 +148,7 @@ def request_draft_check(
     kind: str = QuotaRequest.Kind.PERMANENT,
     starts_at: datetime | None = None,
     ends_at: datetime | None = None,
+    with_clusters: bool = True,
 ) -> RequestCheck:
     """An unsaved request: refused as ``request_create`` would refuse it (who, dates, lines),
     else what submitting it would meet. Nothing is kept."""
@@ -137,4 +169,4 @@ def request_draft_check(
     except _RollBack:
         pass
     check, changes = result
-    return _with_clusters(check, changes, acting_user)
+    return _with_clusters(check, changes, acting_user, wanted=with_clusters)

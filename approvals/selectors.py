@@ -1,17 +1,18 @@
 """Reads of requests, scoped to who asks; previews of what a request would write."""
 
 from collections import defaultdict
-from decimal import Decimal
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
 
-from django.db.models import QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet, Sum
 
-from approvals.models import QuotaRequest, RequestLine
+from approvals.models import Approval, QuotaRequest, RequestLine
 from common.amounts import format_amount
 from quotas.kube.plan import AllocationChange, resource_plan
 from quotas.kube.sync import Outcome, cluster_preview
-from quotas.models import Allocation
+from quotas.models import Allocation, AuditEvent, SyncRequest
 from quotas.roles import AnyUser, is_platform_admin, sees_everything
-from quotas.selectors import team_ids_of, teams_requestable_by
+from quotas.selectors import capacity_summary, team_ids_of, teams_requestable_by
 
 BASE_FIELDS = ("guarantee", "cap", "per_pod_max", "priority_classes")
 
@@ -165,6 +166,16 @@ def _text(value) -> object:
     return value if isinstance(value, list) else format_amount(value)
 
 
+def _allocations_of(lines: list[RequestLine]) -> dict[tuple[int, int], Allocation]:
+    """The allocations the lines change, by (namespace id, resource id), in one read."""
+    if not lines:
+        return {}
+    wanted = Q()
+    for line in lines:
+        wanted |= Q(team_namespace_id=line.team_namespace_id, resource_id=line.resource_id)
+    return {(a.team_namespace_id, a.resource_id): a for a in Allocation.objects.filter(wanted)}
+
+
 def request_base_changes(lines: list[RequestLine]) -> list[dict]:
     """What changed in the allocations since each line was written: one entry per field whose
     value differs between the line's base version and the allocation now (none: up to date).
@@ -173,10 +184,9 @@ def request_base_changes(lines: list[RequestLine]) -> list[dict]:
     page offers a rebase; both ask this one function.
     """
     changes = []
+    allocations = _allocations_of(lines)
     for index, line in enumerate(lines):
-        allocation = Allocation.objects.filter(
-            team_namespace_id=line.team_namespace_id, resource_id=line.resource_id
-        ).first()
+        allocation = allocations.get((line.team_namespace_id, line.resource_id))
         version = allocation.version if allocation else None
         if version == line.base_version:
             continue
@@ -205,3 +215,157 @@ def allocation_values_now(line: RequestLine) -> tuple[Allocation | None, dict]:
         team_namespace_id=line.team_namespace_id, resource_id=line.resource_id
     ).first()
     return allocation, _allocation_values(allocation)
+
+
+# --- the request pages ------------------------------------------------------------------------
+
+
+def requests_listed_for(user: AnyUser) -> QuerySet[QuotaRequest]:
+    """The rows of the request list: visible requests with what a row shows, read in a fixed
+    number of queries (lines with their namespaces, clusters and resources prefetched)."""
+    return (
+        requests_visible_to(user)
+        .select_related("team", "requested_by")
+        .prefetch_related(
+            Prefetch(
+                "lines",
+                queryset=RequestLine.objects.select_related(
+                    "team_namespace__cluster", "resource"
+                ).order_by("id"),
+            )
+        )
+        .annotate(approvals_given=Count("approvals", distinct=True))
+    )
+
+
+def request_status_counts(requests: QuerySet[QuotaRequest]) -> dict[str, int]:
+    """How many of the requests are in each status (one query; statuses with none left out)."""
+    rows = requests.order_by().values("status").annotate(n=Count("id", distinct=True))
+    return {row["status"]: row["n"] for row in rows}
+
+
+def request_lines(request: QuotaRequest) -> list[RequestLine]:
+    return list(request.lines.select_related("team_namespace__cluster", "resource").order_by("id"))
+
+
+def request_approvals(request: QuotaRequest) -> list[Approval]:
+    return list(request.approvals.select_related("admin").order_by("created_at"))
+
+
+def request_timeline(request: QuotaRequest) -> QuerySet[AuditEvent]:
+    """The audit events of the request, oldest first."""
+    return AuditEvent.objects.filter(
+        target_type="QuotaRequest", target_id=str(request.pk)
+    ).order_by("seq")
+
+
+def request_syncs(request: QuotaRequest) -> list[SyncRequest]:
+    """The cluster syncs the request started (applying it, reverting a grant), oldest first."""
+    return list(request.sync_requests.select_related("cluster").order_by("created_at", "id"))
+
+
+@dataclass(frozen=True)
+class CapacityImpact:
+    """One cluster resource a request touches: capacity, what all teams are guaranteed and
+    capped, and the request's team's part of it, before and after the request's values."""
+
+    cluster: str
+    resource: str
+    unit: str
+    capacity: Decimal
+    guaranteed_before: Decimal
+    guaranteed_after: Decimal
+    capped_before: Decimal
+    capped_after: Decimal
+    team_guarantee_before: Decimal
+    team_guarantee_after: Decimal
+    team_cap_before: Decimal
+    team_cap_after: Decimal
+
+    @property
+    def free_before(self) -> Decimal:
+        return self.capacity - self.guaranteed_before
+
+    @property
+    def free_after(self) -> Decimal:
+        return self.capacity - self.guaranteed_after
+
+    @property
+    def over_capacity_after(self) -> bool:
+        return self.guaranteed_after > self.capacity
+
+    def _share(self, value: Decimal) -> Decimal | None:
+        if not self.capacity:
+            return None
+        return (value * 100 / self.capacity).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
+
+    @property
+    def team_share_before(self) -> Decimal | None:
+        """The team's guarantees as a percentage of the capacity."""
+        return self._share(self.team_guarantee_before)
+
+    @property
+    def team_share_after(self) -> Decimal | None:
+        return self._share(self.team_guarantee_after)
+
+    @property
+    def team_cap_share_before(self) -> Decimal | None:
+        return self._share(self.team_cap_before)
+
+    @property
+    def team_cap_share_after(self) -> Decimal | None:
+        return self._share(self.team_cap_after)
+
+
+def request_impact(lines: list[RequestLine], *, team_id: int) -> list[CapacityImpact]:
+    """What the lines' final values do to each cluster resource they touch, against the
+    allocations as they are now (the lines' current values are those allocations). Three
+    queries whatever the number of lines, teams or allocations; a resource without capacity
+    on its cluster has no row (the rules report it)."""
+    if not lines:
+        return []
+    deltas: dict[tuple[str, str], list[Decimal]] = defaultdict(lambda: [Decimal(0)] * 2)
+    cluster_ids: set[int] = set()
+    resource_ids: set[int] = set()
+    for line in lines:
+        key = (line.team_namespace.cluster.name, line.resource.name)
+        deltas[key][0] += line.final_guarantee - line.current_guarantee
+        deltas[key][1] += line.final_cap - line.current_cap
+        cluster_ids.add(line.team_namespace.cluster_id)
+        resource_ids.add(line.resource_id)
+    team = {
+        (row["team_namespace__cluster__name"], row["resource__name"]): row
+        for row in Allocation.objects.filter(
+            team_namespace__team_id=team_id,
+            team_namespace__cluster_id__in=cluster_ids,
+            resource_id__in=resource_ids,
+        )
+        .values("team_namespace__cluster__name", "resource__name")
+        .annotate(guarantee=Sum("guarantee"), cap=Sum("cap"))
+    }
+    rows = []
+    for capacity in capacity_summary(cluster_ids=sorted(cluster_ids)):
+        key = (capacity.cluster, capacity.resource)
+        if key not in deltas:
+            continue
+        guarantee_delta, cap_delta = deltas[key]
+        mine = team.get(key, {})
+        team_guarantee = mine.get("guarantee") or Decimal(0)
+        team_cap = mine.get("cap") or Decimal(0)
+        rows.append(
+            CapacityImpact(
+                cluster=capacity.cluster,
+                resource=capacity.resource,
+                unit=capacity.unit,
+                capacity=capacity.capacity,
+                guaranteed_before=capacity.guaranteed,
+                guaranteed_after=capacity.guaranteed + guarantee_delta,
+                capped_before=capacity.capped,
+                capped_after=capacity.capped + cap_delta,
+                team_guarantee_before=team_guarantee,
+                team_guarantee_after=team_guarantee + guarantee_delta,
+                team_cap_before=team_cap,
+                team_cap_after=team_cap + cap_delta,
+            )
+        )
+    return sorted(rows, key=lambda row: (row.cluster, row.resource))

@@ -1,69 +1,63 @@
-"""Pages of quota requests: list, new, edit, detail with its actions, and the cluster preview.
+"""The page of one quota request and its actions: its lines side by side (current, requested,
+decided), the justification, approvals, syncs and a readable timeline, with only the actions
+this viewer may take (one POST each), and the dry-run preview of what approving would change
+in the clusters. The list is in views_list, the form in views_form.
 
-Each view parses a form, fetches through the selectors (so the UI and the API show the same
-rows), calls one service and renders. Service refusals (ApplicationError) are shown next to the
-field they name, with the user's input kept.
+Each view fetches through the selectors (so the UI and the API show the same rows), calls one
+service and renders. Service refusals (ApplicationError) are shown next to the field they
+name, with the user's input kept.
 """
 
 import re
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
-from django.db.models import Count, Prefetch
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
-from django.views.decorators.http import require_http_methods, require_POST
+from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
+from django.views.decorators.http import require_POST
 
-from approvals.filtersets import RequestFilterSet
-from approvals.forms import (
-    ApproveForm,
-    CommentForm,
-    RequestForm,
-    filled_line_forms,
-    line_formset,
-    line_initial,
-)
+from approvals.forms import ApproveForm, CommentForm
 from approvals.grants import request_revoke
 from approvals.lifecycle import (
     request_approve,
     request_changes,
-    request_create,
     request_delete,
     request_rebase,
     request_reject,
-    request_revise,
     request_submit,
     request_withdraw,
 )
 from approvals.models import QuotaRequest, RequestLine
 from approvals.selectors import (
-    EDITABLE,
     has_approved,
     may_preview_in_clusters,
     request_actions_for,
+    request_approvals,
     request_base_changes,
-    request_may,
+    request_lines,
     request_preview,
+    request_syncs,
+    request_timeline,
     requests_visible_to,
 )
 from approvals.validation import requests_fit_problems
 from common.amounts import format_amount
 from common.errors import ApplicationError
 from quotas.kube.client import KubeError
-from quotas.models import (
-    Allocation,
-    AuditEvent,
-    ClusterCapacity,
-    Resource,
-    Team,
-    TeamNamespace,
-)
-from quotas.selectors import teams_requestable_by
 
 S = QuotaRequest.Status
 LINE_FIELD = re.compile(r"^(?:lines|decisions)\[(\d+)\](?:\.(\w+))?")
+# Statuses after an approval: lines without decided values were approved as requested.
+APPROVED_ONES = (S.APPROVED, S.APPLYING, S.APPLIED, S.FAILED, S.ACTIVE, S.EXPIRED, S.REVOKED)
+VALUE_LABELS = {
+    "guarantee": gettext_lazy("Guarantee"),
+    "cap": gettext_lazy("Cap"),
+    "per_pod_max": gettext_lazy("Per-pod max"),
+    "priority_classes": gettext_lazy("Priority classes"),
+}
 
 
 def _visible_request(user, pk: int) -> QuotaRequest:
@@ -73,284 +67,69 @@ def _visible_request(user, pk: int) -> QuotaRequest:
     return request
 
 
-def _lines(request: QuotaRequest) -> list[RequestLine]:
-    return list(request.lines.select_related("team_namespace__cluster", "resource").order_by("id"))
+# --- what the page shows ----------------------------------------------------------------------
 
 
-# --- list -----------------------------------------------------------------------------------
+def approval_text(qr: QuotaRequest, given: int) -> str:
+    """Where the request stands with its approvals, as a sentence."""
+    if qr.auto_approved:
+        return _("Auto-approved by the cluster's policy.")
+    if qr.status in (S.DRAFT, S.CHANGES_REQUESTED):
+        return _("Not submitted: the cluster's policy says who must approve when it is.")
+    needed = qr.approvals_needed
+    return ngettext(
+        "%(given)s of %(needed)s approval given.",
+        "%(given)s of %(needed)s approvals given.",
+        needed,
+    ) % {"given": given, "needed": needed}
 
 
-@login_required
-def request_list(request: HttpRequest) -> HttpResponse:
-    user = request.user
-    rows = (
-        requests_visible_to(user)
-        .select_related("team", "requested_by")
-        .prefetch_related(
-            Prefetch(
-                "lines",
-                queryset=RequestLine.objects.select_related("team_namespace", "resource"),
-            )
-        )
-        .annotate(approvals_given=Count("approvals", distinct=True))
-        .order_by("-created_at", "-id")
-    )
-    # The same FilterSet as GET /api/v1/requests/: a bad value is a form error and a 400.
-    filters = RequestFilterSet(request.GET or None, queryset=rows, request=request)
-    errors = filters.filter_errors()
-    page = Paginator(filters.qs, 50).get_page(request.GET.get("page"))
-    # The same answer the API and the approval give: waiting requests that no longer fit.
-    problems = requests_fit_problems([qr for qr in page if qr.status == S.SUBMITTED])
-    for qr in page:
-        qr.plan_problems = [f.message for f in problems.get(qr.pk, [])]
-    query = request.GET.copy()
-    query.pop("page", None)
-    return render(
-        request,
-        "approvals/request_list.html",
-        {
-            "filters": filters.form,
-            "filter_errors": errors,
-            "page": page,
-            "query": query.urlencode(),
-            "may_request": teams_requestable_by(user).exists(),
-        },
-        status=400 if errors else 200,
-    )
+def _classes(names) -> str:
+    return ", ".join(names) if names else _("any class")
 
 
-# --- new and edit ---------------------------------------------------------------------------
+def _shown(value) -> str:
+    text = format_amount(value)
+    return "\N{EN DASH}" if text is None else text
 
 
-def _current_values(teams) -> dict:
-    """For the form's prefill: per namespace, its cluster's resources and current values."""
-    namespaces = TeamNamespace.objects.filter(team__in=teams)
-    resources_by_cluster: dict[int, list[int]] = {}
-    for cluster_id, resource_id in ClusterCapacity.objects.filter(
-        cluster_id__in=namespaces.values("cluster_id")
-    ).values_list("cluster_id", "resource_id"):
-        resources_by_cluster.setdefault(cluster_id, []).append(resource_id)
-    data = {
-        str(ns.pk): {"team": ns.team_id, "resources": resources_by_cluster.get(ns.cluster_id, [])}
-        for ns in namespaces
-    }
-    current: dict[str, dict] = {}
-    for a in Allocation.objects.filter(team_namespace__in=namespaces):
-        current.setdefault(str(a.team_namespace_id), {})[str(a.resource_id)] = {
-            "guarantee": format_amount(a.guarantee),
-            "cap": format_amount(a.cap),
-            "per_pod_max": format_amount(a.per_pod_max),
-            "priority_classes": list(a.priority_classes),
+def _values(qr: QuotaRequest, line: RequestLine, approve_form: ApproveForm | None) -> list[dict]:
+    """The line's rows: each value current, requested and decided (or the admin's fields)."""
+    decided = line.decided_cap is not None
+    as_requested = qr.status in APPROVED_ONES
+    rows = []
+    for key in ("guarantee", "cap", "per_pod_max", "priority_classes"):
+        if key == "priority_classes":
+            current = _classes(line.current_priority_classes)
+            requested = _classes(line.requested_priority_classes)
+            decided_value = _classes(line.final_priority_classes) if decided else None
+        else:
+            current = _shown(getattr(line, f"current_{key}"))
+            requested = _shown(getattr(line, f"requested_{key}"))
+            decided_value = _shown(getattr(line, f"decided_{key}")) if decided else None
+        row = {
+            "key": key,
+            "label": VALUE_LABELS[key],
+            "current": current,
+            "requested": requested,
+            "changed": requested != current,
+            "decided": decided_value,
+            "as_requested": decided_value is None and as_requested,
+            "decided_changed": decided_value is not None and decided_value != requested,
         }
-    return {"namespaces": data, "current": current}
+        if approve_form is not None:
+            row["fields"] = _decide_fields(approve_form, line, key)
+        rows.append(row)
+    return rows
 
 
-def _place_error(exc: ApplicationError, *, form, formset, form_indices: list[int]) -> list[str]:
-    """Put the service's error next to the field it names; returns what fits nowhere."""
-    loose = []
-    field = exc.field or ""
-    match = LINE_FIELD.match(field)
-    if match and int(match.group(1)) < len(form_indices):
-        target = formset.forms[form_indices[int(match.group(1))]]
-        name = match.group(2)
-        target.add_error(name if name in target.fields else None, exc.message)
-    elif field in form.fields:
-        form.add_error(field, exc.message)
-    else:
-        loose.append(exc.message)
-    return loose
-
-
-def _place_findings(
-    exc: ApplicationError, line_names: list[tuple[str, str]], *, formset, form_indices
-):
-    """Plan-rule errors of a failed submit, next to the line (namespace, resource) they name."""
-    findings = exc.extra.get("errors") or []
-    if not findings:
-        return [exc.message]
-    index_of = {names: i for i, names in enumerate(line_names)}
-    loose = []
-    for finding in findings:
-        i = index_of.get((finding.get("namespace"), finding.get("resource")))
-        if i is None or i >= len(form_indices):
-            loose.append(finding["message"])
-            continue
-        target = formset.forms[form_indices[i]]
-        name = finding.get("field")
-        target.add_error(name if name in target.fields else None, finding["message"])
-    return loose
-
-
-def _render_form(request, *, form, formset, teams, draft=None, errors=(), status=200):
-    return render(
-        request,
-        "approvals/request_form.html",
-        {
-            "form": form,
-            "formset": formset,
-            "draft": draft,
-            "errors": list(errors),
-            "action_url": reverse("requests-edit", args=[draft.pk])
-            if draft
-            else reverse("requests-new"),
-            "current_values": _current_values(teams),
-        },
-        status=status,
-    )
-
-
-def _line_names(inputs) -> list[tuple[str, str]]:
-    """(namespace, resource) names of the form's lines, to place plan findings on them."""
-    namespaces = dict(
-        TeamNamespace.objects.filter(pk__in=[i.team_namespace_id for i in inputs]).values_list(
-            "pk", "name"
-        )
-    )
-    resources = dict(
-        Resource.objects.filter(pk__in=[i.resource_id for i in inputs]).values_list("pk", "name")
-    )
-    return [(namespaces.get(i.team_namespace_id), resources.get(i.resource_id)) for i in inputs]
-
-
-def _refused(request, exc, *, form, formset, teams, form_indices, inputs, draft=None):
-    """A refused save or submit: nothing changed; the form again, errors on their fields."""
-    if exc.extra.get("errors"):
-        loose = _place_findings(
-            exc, _line_names(inputs), formset=formset, form_indices=form_indices
-        )
-    else:
-        loose = _place_error(exc, form=form, formset=formset, form_indices=form_indices)
-    return _render_form(
-        request,
-        form=form,
-        formset=formset,
-        teams=teams,
-        draft=draft,
-        errors=loose,
-        status=exc.status_code,
-    )
-
-
-def _saved(request, saved: QuotaRequest) -> HttpResponse:
-    saved.refresh_from_db()
-    if saved.status == S.DRAFT:
-        messages.success(request, f"Draft #{saved.pk} saved.")
-    else:
-        messages.success(request, f"Request #{saved.pk} is {saved.get_status_display()}.")
-    return redirect("requests-detail", pk=saved.pk)
-
-
-def _form_initial(draft: QuotaRequest) -> dict:
-    return {
-        "team": draft.team_id,
-        "justification": draft.justification,
-        "kind": draft.kind,
-        "starts_at": draft.starts_at,
-        "ends_at": draft.ends_at,
-    }
-
-
-@login_required
-@require_http_methods(["GET", "POST"])
-def request_new(request: HttpRequest) -> HttpResponse:
-    teams = teams_requestable_by(request.user)
-    if not teams.exists():
-        return render(
-            request,
-            "approvals/refused.html",
-            {"message": "Only team leads and platform admins request quota."},
-            status=403,
-        )
-    if request.method == "GET":
-        initial = {}
-        if request.GET.get("team"):
-            initial["team"] = request.GET["team"]
-        form = RequestForm(teams=teams, initial=initial)
-        return _render_form(request, form=form, formset=line_formset(teams), teams=teams)
-
-    form = RequestForm(request.POST, teams=teams)
-    formset = line_formset(teams, data=request.POST)
-    if not (form.is_valid() and formset.is_valid()):
-        return _render_form(request, form=form, formset=formset, teams=teams, status=400)
-    filled = filled_line_forms(formset)
-    form_indices = [index for index, _ in filled]
-    inputs = [line.line_input() for _, line in filled]
-    try:
-        created = request_create(
-            team=form.cleaned_data["team"],
-            acting_user=request.user,
-            justification=form.cleaned_data["justification"],
-            lines=inputs,
-            kind=form.cleaned_data["kind"],
-            starts_at=form.cleaned_data["starts_at"],
-            ends_at=form.cleaned_data["ends_at"],
-            submit=request.POST.get("action") == "submit",
-        )
-    except ApplicationError as exc:
-        return _refused(
-            request,
-            exc,
-            form=form,
-            formset=formset,
-            teams=teams,
-            form_indices=form_indices,
-            inputs=inputs,
-        )
-    return _saved(request, created)
-
-
-@login_required
-@require_http_methods(["GET", "POST"])
-def request_edit(request: HttpRequest, pk: int) -> HttpResponse:
-    draft = _visible_request(request.user, pk)
-    teams = Team.objects.filter(pk=draft.team_id)
-    if not request_may(request.user, draft, "edit"):
-        return render(
-            request,
-            "approvals/refused.html",
-            {"message": f"Only the requester or a lead of {draft.team.slug} edits this request."},
-            status=403,
-        )
-    if draft.status not in EDITABLE:
-        messages.error(request, f"Request #{draft.pk} is {draft.get_status_display()}.")
-        return redirect("requests-detail", pk=draft.pk)
-    if request.method == "GET":
-        form = RequestForm(teams=teams, editing=True, initial=_form_initial(draft))
-        formset = line_formset(teams, initial=[line_initial(li) for li in _lines(draft)], extra=2)
-        return _render_form(request, form=form, formset=formset, teams=teams, draft=draft)
-
-    form = RequestForm(request.POST, teams=teams, editing=True, initial=_form_initial(draft))
-    formset = line_formset(teams, data=request.POST)
-    if not (form.is_valid() and formset.is_valid()):
-        return _render_form(
-            request, form=form, formset=formset, teams=teams, draft=draft, status=400
-        )
-    filled = filled_line_forms(formset)
-    form_indices = [index for index, _ in filled]
-    inputs = [line.line_input() for _, line in filled]
-    try:
-        revised = request_revise(
-            request=draft,
-            acting_user=request.user,
-            lines=inputs,
-            justification=form.cleaned_data["justification"],
-            submit=request.POST.get("action") == "submit",
-        )
-    except ApplicationError as exc:
-        return _refused(
-            request,
-            exc,
-            form=form,
-            formset=formset,
-            teams=teams,
-            form_indices=form_indices,
-            inputs=inputs,
-            draft=draft,
-        )
-    return _saved(request, revised)
-
-
-# --- detail and actions ---------------------------------------------------------------------
+def _decide_fields(form: ApproveForm, line: RequestLine, key: str) -> list:
+    if key == "priority_classes":
+        return form.class_fields(line)
+    fields = [form[f"decided-{line.pk}-{key}"]]
+    if key == "per_pod_max":
+        fields.append(form.removal_field(line))
+    return fields
 
 
 def _usage_rows(snapshot: dict) -> list[dict]:
@@ -379,11 +158,10 @@ def _render_detail(
     status=200,
 ):
     user = request.user
-    lines = _lines(qr)
-    for line in lines:
-        line.errors = (line_errors or {}).get(line.pk, [])
-    approvals = list(qr.approvals.select_related("admin").order_by("created_at"))
-    # The same answer the services enforce (approvals.selectors.request_may).
+    lines = request_lines(qr)
+    approvals = request_approvals(qr)
+    # The same answer the services enforce (approvals.selectors.request_may); an admin who
+    # approved already waits for a second one.
     allowed = request_actions_for(user, qr)
     may_decide = "decide" in allowed and not has_approved(user, qr)
     plan_problems = []
@@ -393,12 +171,9 @@ def _render_detail(
     approve_form = approve_form or ApproveForm(lines=lines)
     approve_form.lines = lines
     for line in lines:
-        line.decided_fields = approve_form.line_fields(line)
-        line.decided_removal = approve_form.removal_field(line)
-        line.decided_class_fields = approve_form.class_fields(line)
-    timeline = AuditEvent.objects.filter(target_type="QuotaRequest", target_id=str(qr.pk)).order_by(
-        "seq"
-    )
+        line.errors = (line_errors or {}).get(line.pk, [])
+        line.values = _values(qr, line, approve_form if may_decide else None)
+    snapshot = qr.usage_snapshot or {}
     return render(
         request,
         "approvals/request_detail.html",
@@ -406,9 +181,11 @@ def _render_detail(
             "qr": qr,
             "lines": lines,
             "approvals": approvals,
-            "timeline": timeline,
-            "usage": _usage_rows(qr.usage_snapshot or {}),
-            "snapshot_taken_at": (qr.usage_snapshot or {}).get("taken_at"),
+            "approval_text": approval_text(qr, len(approvals)),
+            "timeline": request_timeline(qr),
+            "syncs": request_syncs(qr),
+            "usage": _usage_rows(snapshot),
+            "snapshot_taken_at": parse_datetime(snapshot.get("taken_at") or ""),
             "errors": list(errors),
             "may_edit": "edit" in allowed,
             "may_submit": "submit" in allowed,
@@ -418,6 +195,7 @@ def _render_detail(
             "may_revoke": "revoke" in allowed,
             "stale": stale,
             "may_decide": may_decide,
+            "approved_by_me": "decide" in allowed and not may_decide,
             "plan_problems": plan_problems,
             "may_preview": may_preview_in_clusters(user),
             "approve_form": approve_form,
@@ -434,6 +212,9 @@ def request_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return _render_detail(request, _visible_request(request.user, pk))
 
 
+# --- actions ----------------------------------------------------------------------------------
+
+
 def _line_errors_from_findings(exc: ApplicationError, lines: list[RequestLine]) -> dict:
     by_name = {(li.team_namespace.name, li.resource.name): li.pk for li in lines}
     found: dict[int, list[str]] = {}
@@ -444,90 +225,103 @@ def _line_errors_from_findings(exc: ApplicationError, lines: list[RequestLine]) 
     return found
 
 
+def _approve(request, qr: QuotaRequest, lines: list[RequestLine]) -> HttpResponse | None:
+    """The approve button: decided values from the form; a refused value at its field."""
+    approve_form = ApproveForm(request.POST, lines=lines)
+    if not approve_form.is_valid():
+        return _render_detail(request, qr, approve_form=approve_form, status=400)
+    decisions = approve_form.decisions()
+    try:
+        request_approve(
+            request=qr,
+            acting_user=request.user,
+            comment=approve_form.cleaned_data["comment"],
+            decisions=decisions,
+        )
+    except ApplicationError as exc:
+        match = LINE_FIELD.match(exc.field or "")
+        if not (match and exc.field.startswith("decisions") and match.group(2)):
+            return _render_detail(
+                request,
+                qr,
+                approve_form=approve_form,
+                errors=[exc.message],
+                line_errors=_line_errors_from_findings(exc, lines),
+                status=exc.status_code,
+            )
+        line_id = decisions[int(match.group(1))].line_id
+        approve_form.add_error(f"decided-{line_id}-{match.group(2)}", exc.message)
+        return _render_detail(request, qr, approve_form=approve_form, status=exc.status_code)
+    return None
+
+
+COMMENTED = {"reject": request_reject, "changes": request_changes, "revoke": request_revoke}
+
+
+def _commented(request, qr: QuotaRequest, action: str) -> HttpResponse | None:
+    """Reject, ask for changes or revoke: a comment the service requires (and says so)."""
+    form = CommentForm(request.POST, prefix=action)
+    forms = {f"{action}_form": form}
+    if not form.is_valid():  # too long: the form says so
+        return _render_detail(request, qr, **forms, status=400)
+    try:
+        COMMENTED[action](
+            request=qr, acting_user=request.user, comment=form.cleaned_data["comment"]
+        )
+    except ApplicationError as exc:
+        if exc.field == "comment":
+            form.add_error("comment", exc.message)
+            return _render_detail(request, qr, **forms, status=exc.status_code)
+        return _render_detail(request, qr, **forms, errors=[exc.message], status=exc.status_code)
+    return None
+
+
+PLAIN = {
+    "submit": request_submit,
+    "withdraw": request_withdraw,
+    "rebase": request_rebase,
+}
+
+
 @login_required
 @require_POST
 def request_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     """One POST per action; the service re-checks who may do it."""
     qr = _visible_request(request.user, pk)
     user = request.user
-    lines = _lines(qr)
-    approve_form = reject_form = changes_form = revoke_form = None
-    try:
-        if action == "submit":
-            request_submit(request=qr, acting_user=user)
-        elif action == "withdraw":
-            request_withdraw(request=qr, acting_user=user)
-        elif action == "rebase":
-            request_rebase(request=qr, acting_user=user)
-        elif action == "delete":
-            request_delete(request=qr, acting_user=user)
-            messages.success(request, f"Draft #{pk} deleted.")
-            return redirect("requests-list")
-        elif action == "approve":
-            approve_form = ApproveForm(request.POST, lines=lines)
-            if not approve_form.is_valid():
-                return _render_detail(request, qr, approve_form=approve_form, status=400)
-            decisions = approve_form.decisions()
-            try:
-                request_approve(
-                    request=qr,
-                    acting_user=user,
-                    comment=approve_form.cleaned_data["comment"],
-                    decisions=decisions,
-                )
-            except ApplicationError as exc:
-                match = LINE_FIELD.match(exc.field or "")
-                if match and exc.field.startswith("decisions") and match.group(2):
-                    line_id = decisions[int(match.group(1))].line_id
-                    approve_form.add_error(f"decided-{line_id}-{match.group(2)}", exc.message)
-                    return _render_detail(
-                        request, qr, approve_form=approve_form, status=exc.status_code
-                    )
-                raise
-        elif action in ("reject", "changes", "revoke"):
-            comment_form = CommentForm(request.POST, prefix=action)
-            if not comment_form.is_valid():  # too long: the form says so
-                return _render_detail(request, qr, **{f"{action}_form": comment_form}, status=400)
-            if action == "revoke":
-                revoke_form = comment_form
-                service = request_revoke
-            elif action == "reject":
-                reject_form = comment_form
-                service = request_reject
-            else:
-                changes_form = comment_form
-                service = request_changes
-            try:
-                service(request=qr, acting_user=user, comment=comment_form.cleaned_data["comment"])
-            except ApplicationError as exc:
-                if exc.field == "comment":
-                    comment_form.add_error("comment", exc.message)
-                    return _render_detail(
-                        request,
-                        qr,
-                        reject_form=reject_form,
-                        changes_form=changes_form,
-                        revoke_form=revoke_form,
-                        status=exc.status_code,
-                    )
-                raise
-        else:
-            raise Http404("no such action")
-    except ApplicationError as exc:
-        return _render_detail(
-            request,
-            qr,
-            approve_form=approve_form,
-            reject_form=reject_form,
-            changes_form=changes_form,
-            revoke_form=revoke_form,
-            errors=[exc.message],
-            line_errors=_line_errors_from_findings(exc, lines),
-            status=exc.status_code,
-        )
+    if action == "approve":
+        refused = _approve(request, qr, request_lines(qr))
+    elif action in COMMENTED:
+        refused = _commented(request, qr, action)
+    elif action in PLAIN or action == "delete":
+        try:
+            if action == "delete":
+                request_delete(request=qr, acting_user=user)
+                messages.success(request, _("Draft #%(id)s deleted.") % {"id": pk})
+                return redirect("requests-list")
+            PLAIN[action](request=qr, acting_user=user)
+            refused = None
+        except ApplicationError as exc:
+            refused = _render_detail(
+                request,
+                qr,
+                errors=[exc.message],
+                line_errors=_line_errors_from_findings(exc, request_lines(qr)),
+                status=exc.status_code,
+            )
+    else:
+        raise Http404("no such action")
+    if refused is not None:
+        return refused
     qr.refresh_from_db()
-    messages.success(request, f"Request #{qr.pk} is {qr.get_status_display()}.")
+    messages.success(
+        request,
+        _("Request #%(id)s is %(status)s.") % {"id": qr.pk, "status": qr.get_status_display()},
+    )
     return redirect("requests-detail", pk=qr.pk)
+
+
+# --- preview in the clusters --------------------------------------------------------------
 
 
 @login_required
@@ -538,7 +332,7 @@ def request_preview_page(request: HttpRequest, pk: int) -> HttpResponse:
         return render(
             request,
             "approvals/refused.html",
-            {"message": "Only platform admins and auditors preview requests in clusters."},
+            {"message": _("Only platform admins and auditors preview requests in clusters.")},
             status=403,
         )
     error = ""
@@ -546,9 +340,9 @@ def request_preview_page(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         clusters = request_preview(qr)
     except KubeError as exc:
-        error = f"cluster unreachable: {exc}"
+        error = _("cluster unreachable: %(error)s") % {"error": exc}
     return render(
         request,
         "approvals/request_preview.html",
-        {"qr": qr, "clusters": clusters, "error": error},
+        {"qr": qr, "clusters": clusters, "cluster_error": error},
     )

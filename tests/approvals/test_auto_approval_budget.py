@@ -176,7 +176,9 @@ def test_admin_list_and_page_show_that_it_no_longer_fits(client, no_longer_fits,
     client.force_login(admin)
     listing = client.get("/requests/?waiting=on").content.decode()
     assert f'data-testid="does-not-fit-{no_longer_fits.pk}"' in listing
-    assert "no longer fits the plan: guarantees on cluster demo would sum to 17" in listing
+    assert "No longer fits the plan:</strong> guarantees on cluster demo would sum to 17" in (
+        listing
+    )
 
     page = client.get(f"/requests/{no_longer_fits.pk}/").content.decode()
     assert 'data-testid="does-not-fit"' in page

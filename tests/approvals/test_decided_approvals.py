@@ -113,5 +113,5 @@ def test_page_approving_a_bigger_amount_shows_one_of_two(client, submitted, plan
     )
     assert response.status_code == 302
     page = client.get(f"/requests/{submitted.pk}/").content.decode()
-    assert 'data-testid="approvals-count">1/2' in page
+    assert 'data-testid="approvals-count">1 of 2 approvals given.' in page
     assert cap_of(plan, gpu) == 4

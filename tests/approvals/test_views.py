@@ -62,7 +62,8 @@ def test_list_shows_the_row_with_lines_and_approvals(client, submitted, lead_c, 
     client.force_login(lead_c)
     page = client.get("/requests/").content.decode()
     assert f'data-testid="request-{submitted.pk}"' in page
-    assert "team-c-dev" in page and "2/4 → 3/6" in page and "0/1" in page
+    assert "team-c-dev" in page and "2 / 4 → 3 / 6" in page
+    assert f'data-testid="approvals-{submitted.pk}">0 of 1<' in page
     client.force_login(admin)
     assert f"request-{submitted.pk}" in client.get("/requests/?status=submitted").content.decode()
     assert f"request-{submitted.pk}" not in client.get("/requests/?status=draft").content.decode()
@@ -109,7 +110,7 @@ def test_save_draft(client, plan, lead_c, gpu):
     [line] = request.lines.all()
     assert (line.requested_guarantee, line.requested_cap) == (3, 6)
     page = client.get(response.url).content.decode()
-    assert "request.draft" in page  # timeline from the audit log
+    assert "<strong>Draft saved</strong>" in page  # timeline from the audit log
     assert 'data-testid="edit"' in page and 'data-testid="withdraw"' in page
 
 
@@ -120,7 +121,7 @@ def test_create_and_submit(client, plan, lead_c, gpu, strict_policy):
     assert response.status_code == 302
     assert request.status == S.SUBMITTED
     page = client.get(response.url).content.decode()
-    assert "request.submitted" in page
+    assert "<strong>Submitted</strong>" in page
     assert "team-c-dev" in page  # usage snapshot (cluster unreachable in tests) per namespace
 
 
@@ -193,7 +194,8 @@ def test_admin_approves_a_modified_amount(client, submitted, admin):
     submitted.refresh_from_db()
     assert submitted.status == S.APPLYING
     page = client.get(f"/requests/{submitted.pk}/").content.decode()
-    assert '<td class="num" data-testid="decided-cap">5</td>' in page
+    # Side by side: the cap changed by the admin stands out, the guarantee as requested.
+    assert '<td class="num changed" data-testid="decided-cap">5</td>' in page
     assert '<td class="num" data-testid="decided-guarantee">3</td>' in page
     assert "5 is enough for now" in page and 'data-testid="approve"' not in page
 

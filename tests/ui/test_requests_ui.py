@@ -1,4 +1,5 @@
-"""End to end in a real browser: a lead asks for quota, an admin approves a modified amount."""
+"""End to end in a real browser: a lead asks for quota (the server checks the form as it is
+typed), an admin approves a modified amount."""
 
 import re
 
@@ -42,7 +43,7 @@ def test_lead_requests_and_admin_approves_a_modified_cap(
 
     expect(admin_page.locator("[data-testid=status]")).to_have_text("applying")
     expect(admin_page.locator("[data-testid=decided-cap]")).to_have_text("5")
-    expect(admin_page.locator("[data-testid=timeline]")).to_contain_text("request.approved")
+    expect(admin_page.locator("[data-testid=timeline]")).to_contain_text("Approved")
     admin_page.screenshot(path=str(artifacts / "request-approved.png"), full_page=True)
 
     lead.reload()
@@ -164,9 +165,89 @@ def test_admin_removes_the_per_pod_max_and_widens_the_classes_in_the_approve_for
     page.click("[data-testid=approve]")
 
     expect(page.locator("[data-testid=status]")).to_have_text("applying")
-    expect(page.locator(f"[data-testid=line-{line_id}]")).to_contain_text(
-        "experiment → experiment, production-inference"
+    classes = page.locator(f"[data-testid=line-{line_id}-priority_classes]")
+    expect(classes.locator("[data-testid=current-priority_classes]")).to_have_text("experiment")
+    expect(classes.locator("[data-testid=decided-priority_classes]")).to_have_text(
+        "experiment, production-inference"
     )
     allocation = Allocation.objects.get(team_namespace=ns)
     assert allocation.per_pod_max is None
     assert allocation.priority_classes == ["experiment", "production-inference"]
+
+
+def test_typing_an_impossible_value_shows_the_servers_message_without_submitting(
+    open_session, artifacts, plan, lead_c, gpu, strict_policy
+):
+    lead = open_session("lead-c")
+    lead.goto("/requests/new/")
+    lead.select_option("#id_team", label="team-c")
+    row = lead.locator("[data-testid=line-0]")
+    row.locator("select[name=lines-0-team_namespace]").select_option(label="team-c-dev (demo)")
+    row.locator("select[name=lines-0-resource]").select_option(label="A100 card (nvidia.com/gpu)")
+    expect(row.locator("input[name=lines-0-cap]")).to_have_value("4")  # prefilled
+
+    # A guarantee above the cap: the server's own words, next to the field, as one types.
+    guarantee = row.locator("input[name=lines-0-guarantee]")
+    guarantee.fill("5")
+    message = lead.locator("#id_lines-0-guarantee_error")
+    expect(message).to_have_text("lines[0].guarantee: guarantee 5 exceeds cap 4 (guarantee ≤ cap)")
+    expect(guarantee).to_have_attribute("aria-invalid", "true")
+    expect(guarantee).to_have_attribute("aria-describedby", "id_lines-0-guarantee_error")
+    # The justification not typed yet is not blamed; nothing was submitted or saved.
+    expect(lead.locator("#id_justification_error")).to_have_count(0)
+    assert lead.url.endswith("/requests/new/")
+    assert not QuotaRequest.objects.exists()
+
+    # A plan rule: the cap above half the cluster, with the impact of what was typed.
+    guarantee.fill("3")
+    row.locator("input[name=lines-0-cap]").fill("9")
+    expect(lead.locator("#id_lines-0-cap_error")).to_have_text(
+        "cap 9 exceeds 50% of cluster demo capacity 16 nvidia.com/gpu (max 8)"
+    )
+    expect(message).to_have_count(0)
+    expect(guarantee).not_to_have_attribute("aria-invalid", "true")
+    expect(lead.locator("#id_lines-0-cap_warning")).to_have_text("cap rises from 4 to 9 (×2.3)")
+    expect(lead.locator("[data-testid=impact-guaranteed]")).to_have_text("12 → 13")
+    expect(lead.locator("[data-testid=impact-team-share]")).to_have_text("2 (12.5%) → 3 (18.8%)")
+    lead.screenshot(path=str(artifacts / "request-live-check.png"), full_page=True)
+
+    # Fixed: no error left, the policy says who must approve; still nothing saved.
+    row.locator("input[name=lines-0-cap]").fill("6")
+    expect(lead.locator("#id_lines-0-cap_error")).to_have_count(0)
+    expect(lead.locator("[data-testid=impact-policy]")).to_have_text(
+        re.compile("Needs the approval of 1 platform admin.")
+    )
+    assert not QuotaRequest.objects.exists()
+
+    # Submitting without a justification: the page shows the same kind of answer.
+    lead.click("[data-testid=submit]")
+    expect(lead.locator("[data-testid=error-justification]")).to_have_text(
+        "This field is required."
+    )
+    assert not QuotaRequest.objects.exists()
+
+
+def test_the_check_button_shows_admins_the_clusters_dry_run(
+    open_session, artifacts, plan, admin, gpu, kube_sandbox
+):
+    from quotas.kube.sync import cluster_sync
+    from quotas.models import Cluster
+
+    cluster = plan["team-c"].cluster
+    Cluster.objects.filter(pk=cluster.pk).update(sandbox_url=kube_sandbox.url)
+    assert cluster_sync(cluster_id=cluster.pk).status == "succeeded"
+    page = open_session("admin")
+    page.goto("/requests/new/")
+    page.select_option("#id_team", label="team-c")
+    row = page.locator("[data-testid=line-0]")
+    row.locator("select[name=lines-0-team_namespace]").select_option(label="team-c-dev (demo)")
+    row.locator("select[name=lines-0-resource]").select_option(label="A100 card (nvidia.com/gpu)")
+    row.locator("input[name=lines-0-cap]").fill("6")
+    page.click("[data-testid=check]")
+    diff = page.locator("[data-testid=preview-demo]")
+    expect(diff).to_contain_text("spec.hard.requests.nvidia.com/gpu: 4 → 6")
+    # The button did not post the page: the justification left empty is now named.
+    expect(page.locator("#id_justification_error")).to_have_text("This field is required.")
+    assert page.url.endswith("/requests/new/")
+    page.screenshot(path=str(artifacts / "request-check-dry-run.png"), full_page=True)
+    assert not QuotaRequest.objects.exists()
