@@ -115,6 +115,24 @@ def lease_release(cluster_id: int, holder: str, epoch: int) -> None:
     )
 
 
+ABANDONED_RUN_ERROR = (
+    "abandoned: the worker running this sync stopped before it finished (its lease expired); "
+    "the next sync of the cluster did its work"
+)
+
+
+def runs_close_abandoned(cluster_id: int) -> int:
+    """Mark the cluster's runs still "running" as failed; call holding the lease.
+
+    Only the lease holder runs a sync, so a run left "running" when the lease is taken belongs
+    to a worker that died mid-sync (killed, out of memory, its machine gone) and would show as
+    running for ever. Its sync requests were never completed: the new run picks them up.
+    """
+    return SyncRun.objects.filter(cluster_id=cluster_id, status=SyncRun.Status.RUNNING).update(
+        status=SyncRun.Status.FAILED, finished_at=timezone.now(), error=ABANDONED_RUN_ERROR
+    )
+
+
 # --- one object ---------------------------------------------------------------------------
 
 
@@ -601,6 +619,7 @@ def cluster_sync(
     started = time.monotonic()
     try:
         with transaction.atomic():
+            runs_close_abandoned(cluster_id)
             cluster = Cluster.objects.get(pk=cluster_id)
             plan = cluster_plan(cluster)
             request_ids = list(

@@ -362,6 +362,41 @@ def test_expired_lease_is_taken_over(demo):
     assert sync(cluster).status == SyncRun.Status.SUCCEEDED
 
 
+def test_a_run_left_running_by_a_dead_worker_is_closed_by_the_next_sync(demo):
+    """A worker killed mid-sync leaves its run "running" and its sync request pending; the
+    sync that takes the expired lease marks the run failed (not running for ever) and does
+    the pending work."""
+    from datetime import timedelta
+
+    cluster, other = demo["demo"], demo["demo-mig"]
+    pending = cluster_sync_request(cluster=cluster, acting_user=None, reason="before the kill")
+    lease_acquire(cluster.id, "killed-worker", ttl=timedelta(seconds=-1))
+    dead = SyncRun.objects.create(cluster=cluster, trigger="change", mode="enforce", worker="w1")
+    elsewhere = SyncRun.objects.create(cluster=other, trigger="change", mode="enforce")
+
+    run = sync(cluster)
+
+    dead.refresh_from_db()
+    assert dead.status == SyncRun.Status.FAILED and dead.finished_at is not None
+    assert dead.error.startswith("abandoned: the worker running this sync stopped")
+    assert run.status == SyncRun.Status.SUCCEEDED
+    pending.refresh_from_db()
+    assert (pending.status, pending.sync_run_id) == (SyncRequest.Status.DONE, run.pk)
+    # Another cluster's run is another lease's business.
+    elsewhere.refresh_from_db()
+    assert elsewhere.status == SyncRun.Status.RUNNING
+
+
+def test_a_sync_that_cannot_take_the_lease_leaves_the_running_run_alone(demo):
+    cluster = demo["demo"]
+    lease_acquire(cluster.id, "live-worker")
+    live = SyncRun.objects.create(cluster=cluster, trigger="change", mode="enforce")
+    with pytest.raises(SyncBusy):
+        sync(cluster)
+    live.refresh_from_db()
+    assert live.status == SyncRun.Status.RUNNING
+
+
 def test_preview_shows_the_pending_change_from_a_server_dry_run(demo, kube_sandbox, demo_admin):
     cluster = demo["demo"]
     sync(cluster)
