@@ -259,10 +259,15 @@ def request_create(
     if not justification.strip():
         raise ValidationFailed("justification must not be empty", field="justification")
     _check_dates(kind, starts_at, ends_at)
+    lines = list(lines)
     usage_now = team_usage_now(team) if submit else None  # no network call under a lock
     with transaction.atomic():
         if suggestion is not None:
             _refuse_second_request_from(suggestion)
+        if submit:
+            # The capacity rows before the lines read the allocations (their base): an approval
+            # landing in between made the new request "stale" and refused the whole create.
+            _lock_capacity_pairs(_capacity_pairs_of(lines))
         request = QuotaRequest.objects.create(
             team=team,
             requested_by=acting_user,
@@ -630,6 +635,20 @@ def _lock_capacity(request: QuotaRequest) -> None:
     _lock_capacity_pairs(
         set(request.lines.values_list("team_namespace__cluster_id", "resource_id"))
     )
+
+
+def _capacity_pairs_of(lines: list[LineInput]) -> set[tuple[int, int]]:
+    """(cluster id, resource id) of lines not built yet (unknown namespaces left out)."""
+    clusters = dict(
+        TeamNamespace.objects.filter(pk__in={line.team_namespace_id for line in lines}).values_list(
+            "pk", "cluster_id"
+        )
+    )
+    return {
+        (clusters[line.team_namespace_id], line.resource_id)
+        for line in lines
+        if line.team_namespace_id in clusters
+    }
 
 
 def _lock_capacity_pairs(pairs: set[tuple[int, int]]) -> None:
