@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --quiet --generate-hashes --universal \
 	--python-version 3.11 $(UV_ARGS)
 
-.PHONY: run test lint format bench clean lock
+.PHONY: run test lint format bench soak clean lock
 
 # Installs exactly the locked tree (pip refuses anything without a matching hash), then the
 # project itself without letting it pull anything more.
@@ -44,3 +44,8 @@ clean:
 bench: $(STAMP)
 	$(BIN)/python -m bench.bench_sync --namespaces $(or $(NAMESPACES),500)
 	$(BIN)/python -m bench.bench_usage
+
+# The whole system on loopback under faults for SOAK_SECONDS (default 300), then the end
+# invariants; needs redis-server and a PostgreSQL server (see the README).
+soak: $(STAMP)
+	$(BIN)/python -m soak $(SOAK_ARGS)
