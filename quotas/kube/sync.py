@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -113,6 +113,19 @@ def lease_release(cluster_id: int, holder: str, epoch: int) -> None:
     SyncLease.objects.filter(cluster_id=cluster_id, holder=holder, epoch=epoch).update(
         holder="", expires_at=None
     )
+
+
+def _lease_release_after_sync(cluster_id: int, holder: str, epoch: int) -> None:
+    """Release the lease even when the sync lost its database connection (a failover, a
+    restart): on a new connection, or the cluster waits out SYNC_LEASE_SECONDS before anyone
+    syncs it again."""
+    try:
+        lease_release(cluster_id, holder, epoch)
+    except (OperationalError, InterfaceError):
+        if connection.in_atomic_block:
+            raise  # a caller's transaction is broken: theirs to handle
+        connection.close()
+        lease_release(cluster_id, holder, epoch)
 
 
 ABANDONED_RUN_ERROR = (
@@ -654,7 +667,7 @@ def cluster_sync(
             raise TransientSyncError(error or run.error)
         return run
     finally:
-        lease_release(cluster_id, holder, epoch)
+        _lease_release_after_sync(cluster_id, holder, epoch)
 
 
 def _run_syncer(

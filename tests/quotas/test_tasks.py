@@ -128,6 +128,33 @@ def test_an_unreachable_broker_after_the_commit_leaves_the_sync_to_the_reconcile
     assert enqueued == [(cluster.id, SyncRun.Trigger.CHANGE)]
 
 
+@pytest.mark.django_db
+def test_a_lost_database_connection_is_retried_like_a_transient_api_error(cluster, monkeypatch):
+    """A database failover cuts the worker's connection mid-sync: the task is retried (with
+    backoff; eagerly here), not dropped until the reconciler notices; a bug is not retried."""
+    from django.db import OperationalError
+
+    calls = []
+
+    def cut_off(**kwargs):
+        calls.append(kwargs["cluster_id"])
+        raise OperationalError("terminating connection due to administrator command")
+
+    monkeypatch.setattr(tasks, "cluster_sync", cut_off)
+    result = tasks.sync_cluster.apply(args=(cluster.id,))
+    assert result.successful()  # gave up quietly after the last retry: the reconciler's turn
+    assert calls == [cluster.id] * (tasks.SYNC_MAX_RETRIES + 1)
+
+    def bug(**kwargs):
+        calls.append(kwargs["cluster_id"])
+        raise ValueError("a bug")
+
+    calls.clear()
+    monkeypatch.setattr(tasks, "cluster_sync", bug)
+    assert tasks.sync_cluster.apply(args=(cluster.id,)).failed()
+    assert calls == [cluster.id]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_two_workers_at_once_one_syncs_the_other_waits(cluster):
     """The lease is taken atomically: from many threads at once exactly one gets it."""
