@@ -68,6 +68,8 @@ class Child:
     launcher: ThreadPoolExecutor | None = None
     closed: threading.Event = field(default_factory=threading.Event)
     process: subprocess.Popen | None = None
+    # Set while it is being stopped or killed on purpose (a fault, the end of the run).
+    going_down: bool = False
     starts: int = 0
     exits: list[int] = field(default_factory=list)
 
@@ -93,6 +95,7 @@ class Child:
                 start_new_session=True,
                 preexec_fn=_die_with_parent,
             )
+        self.going_down = False
         self.starts += 1
         return self
 
@@ -110,6 +113,7 @@ class Child:
         """SIGKILL the whole process group and reap it (a crash, not a shutdown)."""
         if self.process is None:
             return
+        self.going_down = True
         self.signal(signal.SIGKILL)
         self.exits.append(self.process.wait())
         self.process = None
@@ -117,6 +121,7 @@ class Child:
     def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
         if self.process is None:
             return
+        self.going_down = True
         if self.process.poll() is None:
             self.signal(signal.SIGTERM)
             try:
@@ -208,11 +213,12 @@ class Stack:
 
     def dead(self) -> list[str]:
         """Children that should be running but exited on their own."""
-        return [
-            name
-            for name, child in self.children.items()
-            if child.process is not None and child.process.poll() is not None
-        ]
+        dead = []
+        for name, child in self.children.items():
+            process = child.process  # another thread may be restarting it
+            if not child.going_down and process is not None and process.poll() is not None:
+                dead.append(name)
+        return dead
 
     def close(self) -> None:
         if self.closing.is_set():
