@@ -64,16 +64,49 @@ class Interrupted(Exception):
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
     env = os.environ.get
     parser = argparse.ArgumentParser(prog="python -m soak", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=float(env("SOAK_SECONDS", "300")))
-    parser.add_argument("--teams", type=int, default=int(env("SOAK_TEAMS", "6")))
-    parser.add_argument("--admins", type=int, default=int(env("SOAK_ADMINS", "3")))
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=int(env("SOAK_SEED", "0")) or None)
     parser.add_argument(
-        "--converge-timeout", type=float, default=float(env("SOAK_CONVERGE_SECONDS", "240"))
+        "--seconds",
+        type=float,
+        default=float(env("SOAK_SECONDS", "300")),
+        help="length of the load and faults (SOAK_SECONDS, default 300)",
     )
-    parser.add_argument("--results", type=Path, default=ROOT / "var" / "soak" / "results.json")
-    parser.add_argument("--workdir", type=Path, default=None, help="logs and run files")
+    parser.add_argument(
+        "--teams",
+        type=int,
+        default=int(env("SOAK_TEAMS", "6")),
+        help="teams, each with a simulated lead (SOAK_TEAMS, default 6)",
+    )
+    parser.add_argument(
+        "--admins",
+        type=int,
+        default=int(env("SOAK_ADMINS", "3")),
+        help="simulated platform admins (SOAK_ADMINS, default 3; two-admin approvals need 2)",
+    )
+    parser.add_argument("--workers", type=int, default=2, help="Celery workers (default 2)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=int(env("SOAK_SEED", "0")) or None,
+        help="seed of the simulated people (SOAK_SEED; default random, printed)",
+    )
+    parser.add_argument(
+        "--converge-timeout",
+        type=float,
+        default=float(env("SOAK_CONVERGE_SECONDS", "240")),
+        help="how long to wait for convergence after the load (SOAK_CONVERGE_SECONDS, 240)",
+    )
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=ROOT / "var" / "soak" / "results.json",
+        help="where the results go (default var/soak/results.json)",
+    )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="logs, anchors and every client exchange (default var/soak/run-<time>/)",
+    )
     return parser.parse_args(argv)
 
 
@@ -527,7 +560,8 @@ class Soak:
         )
         result.checked = 1
         output = (done.stdout + done.stderr).strip()
-        self.results["audit_chain"] = output.splitlines()[-1] if output else ""
+        said = [line for line in output.splitlines() if "audit chain" in line]
+        self.results["audit_chain"] = said[-1] if said else output[-500:]
         if done.returncode != 0:
             result.violations.append(output[-2000:] or f"exit {done.returncode}")
         return result
