@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --quiet --generate-hashes --universal \
 	--python-version 3.11 $(UV_ARGS)
 
-.PHONY: run test lint format bench clean lock messages
+.PHONY: run test lint format bench soak clean lock messages
 
 # Installs exactly the locked tree (pip refuses anything without a matching hash), then the
 # project itself without letting it pull anything more.
@@ -55,3 +55,8 @@ messages: $(STAMP)
 	$(BIN)/python manage.py makemessages -l zh_Hans --no-obsolete --add-location=file \
 		$(MAKEMESSAGES_IGNORE)
 	$(BIN)/python manage.py compile_translations
+
+# The whole system on loopback under faults for SOAK_SECONDS (default 300), then the end
+# invariants; needs redis-server and a PostgreSQL server (see the README).
+soak: $(STAMP)
+	$(BIN)/python -m soak $(SOAK_ARGS)

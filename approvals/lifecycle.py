@@ -96,6 +96,19 @@ def _check_grant_bounds(starts_at: datetime | None, ends_at: datetime) -> None:
         )
 
 
+def _capacity_pairs_of(lines: list[LineInput]) -> set[tuple[int, int]]:
+    """(cluster id, resource id) of lines not built yet (unknown namespaces left out)."""
+    namespace_ids = {line.team_namespace_id for line in lines}
+    clusters = dict(
+        TeamNamespace.objects.filter(pk__in=namespace_ids).values_list("pk", "cluster_id")
+    )
+    return {
+        (clusters[line.team_namespace_id], line.resource_id)
+        for line in lines
+        if line.team_namespace_id in clusters
+    }
+
+
 def request_create(
     *,
     team: Team,
@@ -122,10 +135,15 @@ def request_create(
     if not justification.strip():
         raise ValidationFailed("justification must not be empty", field="justification")
     _check_dates(kind, starts_at, ends_at)
+    lines = list(lines)
     usage_now = team_usage_now(team) if submit else None  # no network call under a lock
     with transaction.atomic():
         if suggestion is not None:
             _refuse_second_request_from(suggestion)
+        if submit:
+            # The capacity rows before the lines read the allocations (their base): an approval
+            # landing in between made the new request "stale" and refused the whole create.
+            lock_capacities(_capacity_pairs_of(lines))
         request = QuotaRequest.objects.create(
             team=team,
             requested_by=acting_user,

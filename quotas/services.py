@@ -1,5 +1,6 @@
 """Writes of quota data: every allocation change makes a new kept version."""
 
+import logging
 from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 
@@ -29,6 +30,8 @@ from quotas.models import (
     SyncRequest,
     TeamNamespace,
 )
+
+log = logging.getLogger(__name__)
 
 
 def _amount(value: object, field: str) -> Decimal:
@@ -177,8 +180,6 @@ def cluster_sync_request(
     Called inside the transaction that changed the plan: if it rolls back, no sync is asked
     for; if the message is lost after commit, the reconciler finds the pending row.
     """
-    from quotas.tasks import sync_cluster
-
     generation = Cluster.objects.filter(pk=cluster.pk).values_list("plan_generation", flat=True)
     request = SyncRequest.objects.create(
         cluster=cluster,
@@ -186,8 +187,30 @@ def cluster_sync_request(
         reason=reason[:500],
         generation=generation.get(),
     )
-    transaction.on_commit(lambda: sync_cluster.delay(cluster.pk))
+    cluster_id = cluster.pk
+    transaction.on_commit(lambda: _sync_start(cluster_id))
     return request
+
+
+def _sync_start(cluster_id: int) -> None:
+    """Queue the sync once the change is committed; never raises.
+
+    The change and its pending sync are committed by now: a broker that cannot be reached at
+    this moment (restarting, a network cut) must not turn a committed approval into an error
+    for its caller, who would retry what is already done. The reconciler re-drives the pending
+    sync after SYNC_PENDING_REDRIVE_SECONDS.
+    """
+    from quotas.tasks import sync_cluster
+
+    try:
+        sync_cluster.delay(cluster_id)
+    except Exception:
+        log.warning(
+            "could not queue the sync of cluster %s (the broker is unreachable?); the "
+            "reconciler re-drives its pending sync",
+            cluster_id,
+            exc_info=True,
+        )
 
 
 def cluster_set_sync_mode(

@@ -5,6 +5,7 @@ from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.db.models import Max, Q
 from django.utils import timezone
 
@@ -38,7 +39,8 @@ def sync_backoff_seconds(retries: int) -> float:
     ignore_result=True,
 )
 def sync_cluster(self, cluster_id: int, trigger: str = SyncRun.Trigger.CHANGE) -> None:
-    """Sync one cluster; retried with backoff on busy lease and transient API errors."""
+    """Sync one cluster; retried with backoff on a busy lease, transient API errors and a lost
+    database connection."""
     if not Cluster.objects.filter(pk=cluster_id).exists():
         return
     try:
@@ -49,7 +51,9 @@ def sync_cluster(self, cluster_id: int, trigger: str = SyncRun.Trigger.CHANGE) -
             return
         # The running sync may have read the plan before our change: run again after it.
         raise self.retry(exc=exc, countdown=sync_backoff_seconds(self.request.retries)) from None
-    except TransientSyncError as exc:
+    except (TransientSyncError, OperationalError, InterfaceError) as exc:
+        # 429, 5xx, timeouts, lost connections of the API server; or of the database (a
+        # failover, a restart), which the worker reconnects to for the retry.
         if self.request.retries >= self.max_retries:
             # The run is recorded as failed and its requests stay visible as failed; the
             # reconciler re-drives them later.

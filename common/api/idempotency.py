@@ -2,29 +2,38 @@
 
 A client that did not get an answer (a timeout, a dropped connection) sends the same request
 again with the same key. The first request with a key (per user) claims it by inserting a row
-under a unique (user, key) constraint, does the work and stores its answer; a later request with
-that key and the same method, path and body gets the stored answer (status, body, ``ETag`` and
-``Location``, plus ``Idempotent-Replayed: true``) and does nothing. The same key with another
-method, path or body is a 422.
+under a unique (user, key) constraint, does the work and stores its answer, all in **one
+database transaction**: the work and its stored answer are committed together or not at all.
+A crash anywhere (the database connection cut, the process killed, an error while answering)
+rolls the claim back with the work, so a retry does the work, once; a request that committed
+has its answer kept, so a retry gets it (status, body, ``ETag`` and ``Location``, plus
+``Idempotent-Replayed: true``) and does nothing. The same key with another method, path or body
+is a 422.
 
-Two requests racing with one key: the insert lets exactly one through. The other waits up to
-``WAIT_SECONDS`` for the first to finish and then replays its answer; if the first is still at
-work it gets a 409 (``extra.code == "idempotency_in_progress"``, ``Retry-After``) and retries.
+Two requests racing with one key: the second one's insert waits for the first one's transaction
+(a unique index does), at most ``WAIT_SECONDS``. When the first commits, the second replays its
+answer; when it rolls back (a refusal, a crash), the second does the work; if the first is still
+at work, the second gets a 409 (``extra.code == "idempotency_in_progress"``, ``Retry-After``)
+and retries.
 
-Only successful answers (2xx) are kept. A refusal changed nothing (every service is one
-transaction), so its key is released and a retry runs the request again: a request refused as
-stale can be fixed and retried with the same key. Keys expire ``IDEMPOTENCY_KEY_HOURS`` after
-first use; an expired key is as good as new.
+Only successful answers (2xx) are kept: a refusal rolls back with its claim, so a retry runs the
+request again (a request refused as stale can be fixed and retried with the same key). Work
+for after the commit (syncs, notifications) starts once the answer is committed too. Keys
+expire ``IDEMPOTENCY_KEY_HOURS`` after first use; an expired key is as good as new.
+
+The services' own transactions become savepoints of this one; the only row it holds while a
+view reads a cluster (the usage snapshot of a submit) is its own key's, which only a retry of
+the same request waits for.
 """
 
 import hashlib
 import json
-import time
+from contextlib import contextmanager
 from datetime import timedelta
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, OperationalError, connection, models, transaction
 from django.http.request import RawPostDataException
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -38,7 +47,7 @@ METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 MAX_KEY_LENGTH = 255
 # How long a request waits for another one holding the same key before it gets a 409.
 WAIT_SECONDS = 10.0
-POLL_SECONDS = 0.05
+LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL's SQLSTATE when lock_timeout expires
 # Response headers replayed with the stored body.
 KEPT_HEADERS = ("ETag", "Location")
 
@@ -125,16 +134,16 @@ def idempotency_claim(
     *, user, key: str, method: str, path: str, fingerprint: str
 ) -> tuple[IdempotencyKey, bool]:
     """The key's row and whether this request owns it (True: do the work, then
-    ``idempotency_complete`` or ``idempotency_release``; False: replay the row's answer).
+    ``idempotency_complete``; False: replay the row's answer).
 
-    Runs in autocommit (never inside a transaction), so the claim is visible to other requests
-    at once."""
-    deadline = time.monotonic() + WAIT_SECONDS
-    while True:
+    Runs inside the transaction that does the work and stores its answer (``IdempotentMixin``):
+    the claim is seen by others only once it is committed with them. A request holding the
+    key meanwhile is waited for, at most ``WAIT_SECONDS``."""
+    for _attempt in range(3):
         now = timezone.now()
-        IdempotencyKey.objects.filter(user=user, key=key, expires_at__lte=now).delete()
         try:
-            with transaction.atomic():
+            with _lock_wait(WAIT_SECONDS), transaction.atomic():
+                IdempotencyKey.objects.filter(user=user, key=key, expires_at__lte=now).delete()
                 row = IdempotencyKey.objects.create(
                     user=user,
                     key=key,
@@ -146,8 +155,16 @@ def idempotency_claim(
             return row, True
         except IntegrityError:
             row = IdempotencyKey.objects.filter(user=user, key=key).first()
+        except OperationalError as exc:
+            if not _lock_timed_out(exc):
+                raise
+            raise IdempotencyInProgress(
+                f"{HEADER}: a request with key {key!r} is still in progress; retry later",
+                field=HEADER,
+                extra={"code": "idempotency_in_progress", "retry_after": 1},
+            ) from None
         if row is None:
-            continue  # released or expired meanwhile: claim it again
+            continue  # expired and removed meanwhile: claim it again
         if row.fingerprint != fingerprint:
             raise IdempotencyKeyReused(
                 f"{HEADER}: key {key!r} was used for another request ({row.method} {row.path} "
@@ -158,13 +175,38 @@ def idempotency_claim(
             )
         if row.state == IdempotencyKey.State.DONE:
             return row, False
-        if time.monotonic() >= deadline:
-            raise IdempotencyInProgress(
-                f"{HEADER}: a request with key {key!r} is still in progress; retry later",
-                field=HEADER,
-                extra={"code": "idempotency_in_progress", "retry_after": 1},
-            )
-        time.sleep(POLL_SECONDS)
+        # Committed but never completed: left by a crash of an older version, which claimed
+        # keys outside the work's transaction. Nothing holds it: take it over.
+        IdempotencyKey.objects.filter(pk=row.pk, state=IdempotencyKey.State.IN_PROGRESS).delete()
+    raise IdempotencyInProgress(
+        f"{HEADER}: key {key!r} keeps changing hands; retry later",
+        field=HEADER,
+        extra={"code": "idempotency_in_progress", "retry_after": 1},
+    )
+
+
+@contextmanager
+def _lock_wait(seconds: float):
+    """PostgreSQL: wait at most ``seconds`` for a row lock (here: the transaction that inserted
+    the same key), then fail with lock_not_available. SQLite serializes writers whole."""
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT current_setting('lock_timeout'), set_config('lock_timeout', %s, true)",
+            [f"{max(1, int(seconds * 1000))}ms"],
+        )
+        previous = cursor.fetchone()[0]
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('lock_timeout', %s, true)", [previous])
+
+
+def _lock_timed_out(exc: OperationalError) -> bool:
+    return getattr(exc.__cause__, "sqlstate", None) == LOCK_NOT_AVAILABLE
 
 
 def idempotency_complete(*, row: IdempotencyKey, response: Response) -> None:
@@ -175,10 +217,6 @@ def idempotency_complete(*, row: IdempotencyKey, response: Response) -> None:
         response_body=response.data,
         response_headers=headers,
     )
-
-
-def idempotency_release(*, row: IdempotencyKey) -> None:
-    IdempotencyKey.objects.filter(pk=row.pk, state=IdempotencyKey.State.IN_PROGRESS).delete()
 
 
 def replayed_response(row: IdempotencyKey) -> Response:
@@ -198,12 +236,14 @@ class IdempotentMixin:
     """For every API view: honours ``Idempotency-Key`` on POST, PUT, PATCH and DELETE.
 
     Hooks in after authentication, permissions and throttles (``initial``), so a key belongs to
-    the authenticated user, and stores the answer in ``finalize_response``."""
+    the authenticated user; opens the transaction of the claim, the work and the stored answer
+    there, and commits it in ``finalize_response`` (rolls it back on a refusal or a crash)."""
 
     _idempotency_row: IdempotencyKey | None = None
+    _idempotency_atomic: transaction.Atomic | None = None
 
     def initial(self, request: Request, *args, **kwargs) -> None:
-        self._idempotency_row = None
+        self._idempotency_row = self._idempotency_atomic = None
         super().initial(request, *args, **kwargs)
         key = request.headers.get(HEADER)
         if key is None or request.method not in METHODS or not request.user.is_authenticated:
@@ -216,6 +256,8 @@ class IdempotentMixin:
         fingerprint = request_fingerprint(
             method=request.method, path=request.get_full_path(), body=body
         )
+        self._idempotency_atomic = transaction.atomic()
+        self._idempotency_atomic.__enter__()
         row, owned = idempotency_claim(
             user=request.user,
             key=key,
@@ -232,22 +274,37 @@ class IdempotentMixin:
             return replayed_response(exc.row)
         try:
             response = super().handle_exception(exc)
-        except Exception:
-            # Not an answer but a crash: nothing is stored, a retry runs it again.
-            if self._idempotency_row is not None:
-                idempotency_release(row=self._idempotency_row)
-                self._idempotency_row = None
+        except BaseException as crash:
+            # Not an answer but a crash: the work rolls back with the claim; a retry redoes it.
+            self._idempotency_end(crash=crash)
             raise
         if isinstance(exc, IdempotencyInProgress):
             response["Retry-After"] = str(exc.extra["retry_after"])
         return response
 
-    def finalize_response(self, request: Request, response, *args, **kwargs):
+    def finalize_response(self, request, response, *args, **kwargs):
         response = super().finalize_response(request, response, *args, **kwargs)
         row, self._idempotency_row = self._idempotency_row, None
-        if row is not None:
-            if 200 <= response.status_code < 300 and isinstance(response, Response):
+        keep = (
+            row is not None and isinstance(response, Response) and 200 <= response.status_code < 300
+        )
+        if keep:
+            try:
                 idempotency_complete(row=row, response=response)
-            else:
-                idempotency_release(row=row)
+            except BaseException as crash:
+                self._idempotency_end(crash=crash)
+                raise
+        self._idempotency_end(commit=keep)
         return response
+
+    def _idempotency_end(self, *, commit: bool = False, crash: BaseException | None = None):
+        """Commit the claim, the work and the answer together, or roll all of them back."""
+        atomic, self._idempotency_atomic = self._idempotency_atomic, None
+        if atomic is None:
+            return
+        if crash is not None:
+            atomic.__exit__(type(crash), crash, crash.__traceback__)
+            return
+        if not commit:
+            transaction.set_rollback(True)
+        atomic.__exit__(None, None, None)

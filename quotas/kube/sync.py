@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -111,6 +111,37 @@ def lease_renew(cluster_id: int, holder: str, epoch: int) -> None:
 def lease_release(cluster_id: int, holder: str, epoch: int) -> None:
     SyncLease.objects.filter(cluster_id=cluster_id, holder=holder, epoch=epoch).update(
         holder="", expires_at=None
+    )
+
+
+def _lease_release_after_sync(cluster_id: int, holder: str, epoch: int) -> None:
+    """Release the lease even when the sync lost its database connection (a failover, a
+    restart): on a new connection, or the cluster waits out SYNC_LEASE_SECONDS before anyone
+    syncs it again."""
+    try:
+        lease_release(cluster_id, holder, epoch)
+    except (OperationalError, InterfaceError):
+        if connection.in_atomic_block:
+            raise  # a caller's transaction is broken: theirs to handle
+        connection.close()
+        lease_release(cluster_id, holder, epoch)
+
+
+ABANDONED_RUN_ERROR = (
+    "abandoned: the worker running this sync stopped before it finished (its lease expired); "
+    "the next sync of the cluster did its work"
+)
+
+
+def runs_close_abandoned(cluster_id: int) -> int:
+    """Mark the cluster's runs still "running" as failed; call holding the lease.
+
+    Only the lease holder runs a sync, so a run left "running" when the lease is taken belongs
+    to a worker that died mid-sync (killed, out of memory, its machine gone) and would show as
+    running for ever. Its sync requests were never completed: the new run picks them up.
+    """
+    return SyncRun.objects.filter(cluster_id=cluster_id, status=SyncRun.Status.RUNNING).update(
+        status=SyncRun.Status.FAILED, finished_at=timezone.now(), error=ABANDONED_RUN_ERROR
     )
 
 
@@ -602,6 +633,7 @@ def cluster_sync(
     started = time.monotonic()
     try:
         with transaction.atomic():
+            runs_close_abandoned(cluster_id)
             cluster = Cluster.objects.get(pk=cluster_id)
             plan = cluster_plan(cluster)
             request_ids = list(
@@ -633,7 +665,7 @@ def cluster_sync(
             raise TransientSyncError(error or run.error)
         return run
     finally:
-        lease_release(cluster_id, holder, epoch)
+        _lease_release_after_sync(cluster_id, holder, epoch)
 
 
 def _run_syncer(

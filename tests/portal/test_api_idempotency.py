@@ -204,3 +204,65 @@ def test_a_key_still_in_progress_is_a_409_with_retry_after(
     # Once the first is done, the retry replays its answer.
     again = create(as_user(lead_c), "race-2")
     assert again.status_code == 201 and again["Idempotent-Replayed"] == "true"
+
+
+# --- crashes: the work and its stored answer are committed together or not at all ------------
+
+
+def _crash_once(monkeypatch, module, name: str, error: Exception) -> None:
+    real = getattr(module, name)
+    calls = []
+
+    def crashing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise error
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, crashing)
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_crash_after_the_work_rolls_it_back_and_the_retry_does_it_once(plan, lead_c, monkeypatch):
+    """The database connection is cut after the request was created but before its answer
+    was stored: nothing stays, not even the claim (it would block the key for a day), so the
+    client's retry creates the request, once."""
+    from django.db import OperationalError
+
+    from approvals.api import views
+
+    lost = OperationalError("the connection is lost")
+    _crash_once(monkeypatch, views, "_visible_request", lost)
+    client = as_user(lead_c)
+    client.raise_request_exception = False
+    assert create(client, "crash-1").status_code == 500
+    assert QuotaRequest.objects.count() == 0
+    assert not IdempotencyKey.objects.filter(key="crash-1").exists()
+    retried = create(client, "crash-1")
+    assert retried.status_code == 201
+    assert list(QuotaRequest.objects.values_list("pk", flat=True)) == [retried.json()["id"]]
+    assert create(client, "crash-1")["Idempotent-Replayed"] == "true"
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_an_answer_lost_after_the_commit_is_replayed_not_redone(plan, lead_c, monkeypatch):
+    """Work after the commit fails (here the admins' notification cannot be queued): the
+    client sees an error, but the request is made and its answer kept with it, so the retry
+    gets that answer and nothing is made twice."""
+    from approvals import notify
+
+    def broker_down(**kwargs):
+        raise ConnectionError("Error 111 connecting to the broker")
+
+    monkeypatch.setattr(notify, "_dispatch", broker_down)
+    client = as_user(lead_c)
+    client.raise_request_exception = False
+    assert create(client, "lost-1").status_code == 500
+    made = QuotaRequest.objects.get()
+    assert made.status == QuotaRequest.Status.SUBMITTED
+    retried = create(client, "lost-1")
+    assert retried.status_code == 201 and retried["Idempotent-Replayed"] == "true"
+    assert retried.json()["id"] == made.pk
+    assert QuotaRequest.objects.count() == 1

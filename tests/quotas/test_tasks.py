@@ -99,6 +99,62 @@ def test_outbox_row_is_written_in_the_callers_transaction(
     assert request.status == SyncRequest.Status.PENDING
 
 
+@pytest.mark.django_db
+def test_an_unreachable_broker_after_the_commit_leaves_the_sync_to_the_reconciler(
+    cluster, admin, django_capture_on_commit_callbacks, monkeypatch, caplog, settings
+):
+    """The change is committed when its sync is queued: a broker down at that moment (a Redis
+    restart) is logged, the caller sees no error, and the pending row is re-driven later."""
+    from kombu.exceptions import OperationalError
+
+    def broker_down(*args):
+        raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(tasks.sync_cluster, "delay", broker_down)
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        request = cluster_sync_request(cluster=cluster, acting_user=admin, reason="approved")
+    assert len(callbacks) == 1
+    assert "could not queue the sync of cluster" in caplog.text
+    request.refresh_from_db()
+    assert request.status == SyncRequest.Status.PENDING
+
+    enqueued = []
+    monkeypatch.setattr(tasks.sync_cluster, "delay", lambda *args: enqueued.append(args))
+    SyncRun.objects.create(cluster=cluster, trigger="change", mode="enforce", status="succeeded")
+    SyncRequest.objects.filter(pk=request.pk).update(
+        created_at=timezone.now() - timedelta(seconds=settings.SYNC_PENDING_REDRIVE_SECONDS + 1)
+    )
+    assert tasks.reconcile_clusters() == [cluster.id]
+    assert enqueued == [(cluster.id, SyncRun.Trigger.CHANGE)]
+
+
+@pytest.mark.django_db
+def test_a_lost_database_connection_is_retried_like_a_transient_api_error(cluster, monkeypatch):
+    """A database failover cuts the worker's connection mid-sync: the task is retried (with
+    backoff; eagerly here), not dropped until the reconciler notices; a bug is not retried."""
+    from django.db import OperationalError
+
+    calls = []
+
+    def cut_off(**kwargs):
+        calls.append(kwargs["cluster_id"])
+        raise OperationalError("terminating connection due to administrator command")
+
+    monkeypatch.setattr(tasks, "cluster_sync", cut_off)
+    result = tasks.sync_cluster.apply(args=(cluster.id,))
+    assert result.successful()  # gave up quietly after the last retry: the reconciler's turn
+    assert calls == [cluster.id] * (tasks.SYNC_MAX_RETRIES + 1)
+
+    def bug(**kwargs):
+        calls.append(kwargs["cluster_id"])
+        raise ValueError("a bug")
+
+    calls.clear()
+    monkeypatch.setattr(tasks, "cluster_sync", bug)
+    assert tasks.sync_cluster.apply(args=(cluster.id,)).failed()
+    assert calls == [cluster.id]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_two_workers_at_once_one_syncs_the_other_waits(cluster):
     """The lease is taken atomically: from many threads at once exactly one gets it."""

@@ -7,6 +7,7 @@ from decimal import Decimal
 import pytest
 import yaml
 from django.core.management import call_command
+from django.db import connection
 from kubernetes import client as k8s
 
 from kubesandbox import SandboxServer
@@ -360,6 +361,72 @@ def test_expired_lease_is_taken_over(demo):
     cluster = demo["demo"]
     assert lease_acquire(cluster.id, "dead-worker", ttl=timedelta(seconds=-1)) is not None
     assert sync(cluster).status == SyncRun.Status.SUCCEEDED
+
+
+def test_a_run_left_running_by_a_dead_worker_is_closed_by_the_next_sync(demo):
+    """A worker killed mid-sync leaves its run "running" and its sync request pending; the
+    sync that takes the expired lease marks the run failed (not running for ever) and does
+    the pending work."""
+    from datetime import timedelta
+
+    cluster, other = demo["demo"], demo["demo-mig"]
+    pending = cluster_sync_request(cluster=cluster, acting_user=None, reason="before the kill")
+    lease_acquire(cluster.id, "killed-worker", ttl=timedelta(seconds=-1))
+    dead = SyncRun.objects.create(cluster=cluster, trigger="change", mode="enforce", worker="w1")
+    elsewhere = SyncRun.objects.create(cluster=other, trigger="change", mode="enforce")
+
+    run = sync(cluster)
+
+    dead.refresh_from_db()
+    assert dead.status == SyncRun.Status.FAILED and dead.finished_at is not None
+    assert dead.error.startswith("abandoned: the worker running this sync stopped")
+    assert run.status == SyncRun.Status.SUCCEEDED
+    pending.refresh_from_db()
+    assert (pending.status, pending.sync_run_id) == (SyncRequest.Status.DONE, run.pk)
+    # Another cluster's run is another lease's business.
+    elsewhere.refresh_from_db()
+    assert elsewhere.status == SyncRun.Status.RUNNING
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="cuts its own PostgreSQL session")
+@pytest.mark.django_db(transaction=True)
+def test_a_sync_cut_off_from_the_database_still_releases_its_lease(demo, monkeypatch):
+    """The database drops the sync's session after the writes (a failover): the run cannot be
+    recorded, but the lease is released on a new connection, so the retry syncs at once
+    instead of waiting out SYNC_LEASE_SECONDS."""
+    import contextlib
+
+    from django.db import InterfaceError, OperationalError
+
+    from quotas.kube import sync as sync_module
+    from quotas.models import SyncLease
+
+    cluster = demo["demo"]
+    real = sync_module._run_syncer
+
+    def cut_off(**kwargs):
+        outcome = real(**kwargs)
+        with contextlib.suppress(OperationalError), connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        return outcome
+
+    monkeypatch.setattr(sync_module, "_run_syncer", cut_off)
+    with pytest.raises((OperationalError, InterfaceError)):
+        sync(cluster)
+    lease = SyncLease.objects.get(cluster=cluster)
+    assert (lease.holder, lease.expires_at) == ("", None)
+    monkeypatch.undo()
+    assert sync(cluster).status == SyncRun.Status.SUCCEEDED
+
+
+def test_a_sync_that_cannot_take_the_lease_leaves_the_running_run_alone(demo):
+    cluster = demo["demo"]
+    lease_acquire(cluster.id, "live-worker")
+    live = SyncRun.objects.create(cluster=cluster, trigger="change", mode="enforce")
+    with pytest.raises(SyncBusy):
+        sync(cluster)
+    live.refresh_from_db()
+    assert live.status == SyncRun.Status.RUNNING
 
 
 def test_preview_shows_the_pending_change_from_a_server_dry_run(demo, kube_sandbox, demo_admin):
