@@ -15,7 +15,7 @@ def roles(request: HttpRequest) -> dict:
 
 
 def workers(request: HttpRequest) -> dict:
-    """The Celery workers' last signs of life, for platform admins (the home page shows them);
+    """The Celery workers' last signs of life, for platform admins (shown on the cluster overview);
     read only by a page that shows them."""
     user = getattr(request, "user", None)
 

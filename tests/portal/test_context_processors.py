@@ -15,21 +15,21 @@ def heartbeat():
     return WorkerHeartbeat.objects.create(hostname="celery@worker-7", last_seen=timezone.now())
 
 
-def test_platform_admin_sees_the_workers_on_the_home_page(client, admin, heartbeat):
+def test_platform_admin_sees_the_workers_on_the_cluster_overview(client, admin, heartbeat):
     client.force_login(admin)
-    page = client.get("/").content.decode()
+    page = client.get("/clusters/").content.decode()
     assert "Workers" in page and "celery@worker-7" in page
 
 
 def test_a_lead_and_an_auditor_do_not(client, lead_a, auditor, heartbeat):
     for user in (lead_a, auditor):
         client.force_login(user)
-        assert "celery@worker-7" not in client.get("/").content.decode()
+        assert "celery@worker-7" not in client.get("/clusters/").content.decode()
 
 
 def test_only_a_page_that_shows_the_workers_reads_them(client, admin, heartbeat):
     client.force_login(admin)
-    assert _heartbeat_reads(client, "/") == 1
+    assert _heartbeat_reads(client, "/clusters/") == 1
     assert _heartbeat_reads(client, "/tokens/") == 0
 
 
