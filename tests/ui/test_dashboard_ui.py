@@ -28,7 +28,7 @@ def phone_session(browser, live_server, username: str):
     page.goto("/login/")
     page.fill("#id_username", username)
     page.fill("#id_password", "pw")
-    page.click("button[type=submit]")
+    page.click("main button[type=submit]")
     page.wait_for_selector(f"[data-testid=current-user]:has-text('{username}')")
     return context, page
 
