@@ -216,7 +216,8 @@ def desired_objects() -> dict[str, tuple[str, list[dict]]]:
 def live_objects(url: str, token: str, managed_by: str, cluster: str) -> dict[tuple, dict]:
     """Every object of the kinds the portal manages that carries its labels, by key."""
     from quotas.kube.client import KINDS
-    from quotas.kube.render import CLUSTER_LABEL, MANAGED_BY_LABEL, object_key
+    from quotas.kube.objects import ObjectKey
+    from quotas.kube.render import CLUSTER_LABEL, MANAGED_BY_LABEL
 
     selector = f"{MANAGED_BY_LABEL}={managed_by},{CLUSTER_LABEL}={cluster}"
     live = {}
@@ -235,5 +236,5 @@ def live_objects(url: str, token: str, managed_by: str, cluster: str) -> dict[tu
             for item in answer.json().get("items", []):
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind)
-                live[object_key(item)] = item
+                live[ObjectKey.of(item)] = item
     return live

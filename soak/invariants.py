@@ -359,12 +359,12 @@ def check_cluster_state(
     the cluster with the fields the portal owns equal; no other object the portal manages is
     left there (namespaces excepted: never deleted)."""
     from quotas.kube.diff import differences, live_view, owned
-    from quotas.kube.render import object_key
+    from quotas.kube.objects import ObjectKey
 
     result = Result(f"cluster_matches_database:{cluster}")
     wanted = set()
     for obj in desired:
-        key = object_key(obj)
+        key = ObjectKey.of(obj)
         wanted.add(key)
         result.checked += 1
         found = live.get(key)

@@ -368,7 +368,7 @@ def test_create_and_submit_reads_its_base_after_locking_the_capacity(
     The create locks the capacity rows before it reads the allocation, so the approval waits
     for it; it used to read first and then refuse its own brand-new request as written
     against an older allocation (a 409 naming a request that was never created)."""
-    from approvals import services
+    from approvals import lifecycle
 
     waiting = request_submit(
         request=new_request(lead_c, plan["team-c"], gpu, 3, 4), acting_user=lead_c
@@ -376,16 +376,16 @@ def test_create_and_submit_reads_its_base_after_locking_the_capacity(
     approving = threading.Thread(
         target=lambda: (request_approve(request=waiting, acting_user=admin), connection.close())
     )
-    real_build = services._build_lines
+    real_build = lifecycle.build_lines
 
     def build_then_let_the_approval_in(request, lines):
         real_build(request, lines)
         approving.start()
         approving.join(timeout=2)  # done at once if nothing holds it back
 
-    monkeypatch.setattr(services, "_build_lines", build_then_let_the_approval_in)
+    monkeypatch.setattr(lifecycle, "build_lines", build_then_let_the_approval_in)
     line = LineInput(team_namespace_id=plan["team-c"].pk, resource_id=gpu.pk, guarantee=2, cap=5)
-    created = services.request_create(
+    created = lifecycle.request_create(
         team=plan["team-c"].team,
         acting_user=lead_c,
         justification="a bigger cap",

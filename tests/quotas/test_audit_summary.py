@@ -41,7 +41,7 @@ def test_no_payload_is_no_summary():
 
 
 def test_amount_filter_reads_as_the_rules_write():
-    out = Template("{% load amounts %}{{ a|amount }} {{ b|amount }} {{ c|amount }}").render(
+    out = Template("{{ a|amount }} {{ b|amount }} {{ c|amount|default:'\u2013' }}").render(
         Context(
             {
                 "a": Decimal("10.000"),

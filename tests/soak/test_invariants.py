@@ -126,7 +126,7 @@ def test_a_request_applied_twice_is_caught_but_its_revert_is_not_an_apply():
 def test_a_request_applied_twice_in_the_database_is_caught(plan, lead_c, admin):
     """Read through the collectors: a second apply of an approved request (a retried task
     that is not idempotent, say) leaves two versions written by it."""
-    from approvals import services
+    from approvals import lifecycle, lines
     from approvals.models import ApprovalPolicy
     from quotas.models import Resource
     from quotas.services import allocation_set
@@ -135,14 +135,14 @@ def test_a_request_applied_twice_in_the_database_is_caught(plan, lead_c, admin):
         cluster=plan["team-c"].cluster, auto_approve_increase_max=0, auto_approve_decreases=False
     )
     gpu = Resource.objects.get(name="nvidia.com/gpu")
-    made = services.request_create(
+    made = lifecycle.request_create(
         team=plan["team-c"].team,
         acting_user=lead_c,
         justification="more",
-        lines=[services.LineInput(plan["team-c"].pk, gpu.pk, guarantee=3, cap=5)],
+        lines=[lines.LineInput(plan["team-c"].pk, gpu.pk, guarantee=3, cap=5)],
         submit=True,
     )
-    services.request_approve(request=made, acting_user=admin)
+    lifecycle.request_approve(request=made, acting_user=admin)
     assert inv.check_applied_as_decided(collect.requests_facts(), collect.versions_facts()).ok
     allocation_set(
         team_namespace=plan["team-c"],
