@@ -2,11 +2,12 @@
 plain HTTP in the same run; a re-sync with nothing changed; and the sync after one approval
 (one namespace's cap changed), with the result rows it wrote.
 
-    python -m bench.bench_sync [--namespaces 500] [--profile]      (or: make bench)
+    python -m bench.bench_sync [--namespaces 500,5000] [--profile]    (or: make bench)
 
-Runs on a throw-away SQLite database and in-process sandbox API servers; prints a table and
-writes var/bench/sync.json. Figures are ratios against the baseline measured in the same run.
-With --profile, the first sync runs under cProfile and the top functions are printed.
+Runs on a throw-away database (PostgreSQL when BENCH_DATABASE_URL or DATABASE_URL names one,
+else SQLite) and test API servers in their own processes. Figures are ratios against the
+baseline measured in the same run. With --profile, the first sync runs under cProfile and the
+top functions are printed.
 """
 
 import argparse
@@ -22,22 +23,9 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from bench.common import figure, quick, setup_django, throwaway_database, write_figures
+
 ROOT = Path(__file__).resolve().parents[1]
-FIRST_SYNC_TARGET = 1.5  # first sync at most this many times the plain-HTTP baseline
-
-
-def _setup_django(var_dir: str) -> None:
-    os.environ["PORTAL_VAR_DIR"] = var_dir
-    for name in ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"):
-        os.environ.pop(name, None)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings"
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def _make_cluster(namespaces: int, url: str):
@@ -49,11 +37,13 @@ def _make_cluster(namespaces: int, url: str):
     gpu, _ = Resource.objects.get_or_create(
         name="nvidia.com/gpu", defaults={"display_name": "GPU", "kind": "gpu"}
     )
-    cluster = Cluster.objects.create(name="bench", volcano_enabled=True, sandbox_url=url)
+    cluster = Cluster.objects.create(
+        name=f"bench-{namespaces}", volcano_enabled=True, sandbox_url=url
+    )
     ClusterCapacity.objects.create(cluster=cluster, resource=gpu, capacity=Decimal(namespaces * 8))
     for i in range(namespaces):
-        team = Team.objects.create(slug=f"team-{i:04d}", name=f"Team {i}")
-        ns = TeamNamespace.objects.create(team=team, cluster=cluster, name=f"team-{i:04d}-train")
+        team, _ = Team.objects.get_or_create(slug=f"team-{i:05d}", defaults={"name": f"Team {i}"})
+        ns = TeamNamespace.objects.create(team=team, cluster=cluster, name=f"team-{i:05d}-train")
         allocation_set(
             team_namespace=ns, resource=gpu, guarantee=2, cap=6, per_pod_max=4, acting_user=None
         )
@@ -163,123 +153,60 @@ def _measured(server: "_Server", cluster, trigger: str, profile: bool = False) -
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--namespaces", type=int, default=500)
-    parser.add_argument("--profile", action="store_true", help="profile the last first sync")
-    parser.add_argument(
-        "--rounds",
-        type=int,
-        default=1 if os.environ.get("BENCH_QUICK") else 3,
-        help="baseline + first sync pairs; the ratio is their median (default 3, 1 quick)",
+def bench_size(namespaces: int, rounds: int, profile: bool) -> dict:
+    """Baseline and first sync `rounds` times with fresh servers, then an unchanged re-sync
+    and the sync after one approval, all on a cluster of `namespaces` team namespaces."""
+    from django.conf import settings
+
+    from quotas.kube.plan import cluster_plan
+    from quotas.kube.render import render_cluster
+    from quotas.models import Cluster, ManagedObject, Resource, TeamNamespace
+    from quotas.services import allocation_set, cluster_sync_request
+
+    cluster = None
+    pairs = []
+    started = time.perf_counter()
+    for round_no in range(rounds):
+        # A round: a fresh API server each for the baseline and the portal, the baseline's
+        # writes, then the portal's first sync of the same objects. The machine is shared, so
+        # the ratio is the median of the rounds, each measured back to back.
+        baseline_server = _Server()
+        portal_server = _Server()
+        try:
+            if cluster is None:
+                cluster = _make_cluster(namespaces, portal_server.url)
+                build_seconds = time.perf_counter() - started
+            else:
+                ManagedObject.objects.filter(cluster=cluster).delete()
+                Cluster.objects.filter(pk=cluster.pk).update(sandbox_url=portal_server.url)
+            objects = render_cluster(cluster_plan(cluster))
+            baseline = _baseline(objects, baseline_server.url, settings.KUBE_MANAGED_BY)
+            last_round = round_no == rounds - 1
+            first = _measured(portal_server, cluster, "change", profile=profile and last_round)
+            pairs.append((baseline, first))
+            if not last_round:
+                continue
+            again = _measured(portal_server, cluster, "reconcile")
+            # One approval: one namespace's cap from 6 to 7, then the sync it asks for.
+            ns = TeamNamespace.objects.filter(cluster=cluster).order_by("name").first()
+            allocation_set(
+                team_namespace=ns,
+                resource=Resource.objects.get(name="nvidia.com/gpu"),
+                guarantee=2,
+                cap=7,
+                per_pod_max=4,
+                acting_user=None,
+            )
+            cluster_sync_request(cluster=cluster, acting_user=None, reason="bench")
+            change = _measured(portal_server, cluster, "change")
+        finally:
+            baseline_server.stop()
+            portal_server.stop()
+    ratios = sorted(first["seconds"] / base["seconds"] for base, first in pairs)
+    median_ratio = ratios[len(ratios) // 2]
+    baseline, first = min(
+        pairs, key=lambda pair: abs(pair[1]["seconds"] / pair[0]["seconds"] - median_ratio)
     )
-    args = parser.parse_args()
-
-    with tempfile.TemporaryDirectory() as var_dir:
-        _setup_django(var_dir)
-        from django.conf import settings
-
-        from quotas.kube.plan import cluster_plan
-        from quotas.kube.render import render_cluster
-        from quotas.models import Cluster, ManagedObject, Resource, TeamNamespace
-        from quotas.services import allocation_set, cluster_sync_request
-
-        cluster = None
-        pairs = []
-        for round_no in range(args.rounds):
-            # A round: a fresh API server each for the baseline and the portal, the baseline's
-            # writes, then the portal's first sync of the same objects. The machine is shared,
-            # so the ratio is the median of the rounds, each measured back to back.
-            baseline_server = _Server()
-            portal_server = _Server()
-            try:
-                if cluster is None:
-                    cluster = _make_cluster(args.namespaces, portal_server.url)
-                else:
-                    ManagedObject.objects.filter(cluster=cluster).delete()
-                    Cluster.objects.filter(pk=cluster.pk).update(sandbox_url=portal_server.url)
-                objects = render_cluster(cluster_plan(cluster))
-                baseline = _baseline(objects, baseline_server.url, settings.KUBE_MANAGED_BY)
-                last_round = round_no == args.rounds - 1
-                first = _measured(
-                    portal_server, cluster, "change", profile=args.profile and last_round
-                )
-                pairs.append((baseline, first))
-                if not last_round:
-                    continue
-                again = _measured(portal_server, cluster, "reconcile")
-                # One approval: one namespace's cap from 6 to 7, then the sync it asks for.
-                ns = TeamNamespace.objects.filter(cluster=cluster).order_by("name").first()
-                allocation_set(
-                    team_namespace=ns,
-                    resource=Resource.objects.get(name="nvidia.com/gpu"),
-                    guarantee=2,
-                    cap=7,
-                    per_pod_max=4,
-                    acting_user=None,
-                )
-                cluster_sync_request(cluster=cluster, acting_user=None, reason="bench")
-                change = _measured(portal_server, cluster, "change")
-            finally:
-                baseline_server.stop()
-                portal_server.stop()
-        ratios = sorted(first["seconds"] / base["seconds"] for base, first in pairs)
-        median_ratio = ratios[len(ratios) // 2]
-        baseline, first = min(
-            pairs, key=lambda pair: abs(pair[1]["seconds"] / pair[0]["seconds"] - median_ratio)
-        )
-
-    result = {
-        "namespaces": args.namespaces,
-        "objects": len(objects),
-        "baseline_plain_http": baseline,
-        "portal_first_sync": first,
-        "portal_resync_unchanged": again,
-        "portal_change_sync_one_approval": change,
-        "rounds": [
-            {"baseline_seconds": b["seconds"], "first_sync_seconds": f["seconds"]} for b, f in pairs
-        ],
-        "sync_concurrency": settings.SYNC_CONCURRENCY,
-        "ratios": {
-            "first_sync_requests": first["requests"] / baseline["requests"],
-            "first_sync_time": median_ratio,
-            "first_sync_time_each_round": ratios,
-            "resync_requests": again["requests"] / baseline["requests"],
-            "resync_time": again["seconds"] / baseline["seconds"],
-            "change_sync_requests": change["requests"] / baseline["requests"],
-            "change_sync_time": change["seconds"] / baseline["seconds"],
-        },
-        "change_sync_result_rows": change["result_rows"],
-        "first_sync_time_target": FIRST_SYNC_TARGET,
-    }
-    out = ROOT / "var" / "bench"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "sync.json").write_text(json.dumps(result, indent=2, default=str))
-    rows = [
-        ("baseline: plain HTTP applies", baseline),
-        ("portal: first sync", first),
-        ("portal: re-sync, nothing changed", again),
-        ("portal: sync after one approval", change),
-    ]
-    print(f"sync of {args.namespaces} team namespaces ({len(objects)} objects) on one cluster")
-    print(
-        f"{'':36} {'requests':>9} {'writes':>7} {'rows':>6} {'seconds':>8} "
-        f"{'x req':>6} {'x time':>7}"
-    )
-    for label, row in rows:
-        print(
-            f"{label:36} {row['requests']:>9} {row['writes']:>7} "
-            f"{row.get('result_rows', '-'):>6} {row['seconds']:>8.2f} "
-            f"{row['requests'] / baseline['requests']:>6.2f} "
-            f"{row['seconds'] / baseline['seconds']:>7.2f}"
-        )
-    ratio = result["ratios"]["first_sync_time"]
-    print(
-        f"first sync: {ratio:.2f}x the plain-HTTP baseline, median of {len(ratios)} rounds "
-        f"({', '.join(f'{r:.2f}' for r in ratios)}; target at most {FIRST_SYNC_TARGET}x; "
-        f"SYNC_CONCURRENCY={settings.SYNC_CONCURRENCY})"
-    )
-    print(f"results written to {out / 'sync.json'}")
     problems = []
     if first["status"] != "succeeded":
         problems.append("the first sync did not succeed")
@@ -287,6 +214,79 @@ def main() -> int:
         problems.append("the re-sync wrote")
     if change["status"] != "succeeded" or change["result_rows"] != change["writes"]:
         problems.append("the change sync failed or recorded rows for unchanged objects")
+    return {
+        "namespaces": namespaces,
+        "objects": len(objects),
+        "build_seconds": round(build_seconds, 2),
+        "baseline_plain_http": baseline,
+        "portal_first_sync": first,
+        "portal_resync_unchanged": again,
+        "portal_change_sync_one_approval": change,
+        "first_sync_time_each_round": ratios,
+        "first_sync_time_median": median_ratio,
+        "sync_concurrency": settings.SYNC_CONCURRENCY,
+        "problems": problems,
+    }
+
+
+def figures_for(result: dict, database: str) -> list[dict]:
+    n = result["namespaces"]
+    base = result["baseline_plain_http"]
+    label = f"plain-HTTP applies, {base['requests']:,} requests"
+    rows = []
+    for key, title in (
+        ("portal_first_sync", "first sync"),
+        ("portal_resync_unchanged", "unchanged re-sync"),
+        ("portal_change_sync_one_approval", "sync after one approval"),
+    ):
+        row = result[key]
+        note = f"{row['requests']:,} requests, {row['writes']:,} writes"
+        if key == "portal_first_sync" and len(result["first_sync_time_each_round"]) > 1:
+            rounds = ", ".join(f"{r:.2f}" for r in result["first_sync_time_each_round"])
+            note += f"; median ratio of rounds {rounds}"
+        fig = figure(
+            f"sync {n:,} ns ({result['objects']:,} objects): {title}",
+            row["seconds"],
+            "s",
+            baseline=base["seconds"],
+            baseline_label=label,
+            database=database,
+            note=note,
+        )
+        if key == "portal_first_sync":
+            fig["ratio"] = round(result["first_sync_time_median"], 3)
+        rows.append(fig)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--namespaces", default="500", help="comma-separated cluster sizes (default 500)"
+    )
+    parser.add_argument("--profile", action="store_true", help="profile the last first sync")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1 if quick() else 3,
+        help="baseline + first sync pairs for clusters up to 1,000 namespaces; the ratio is "
+        "their median (default 3, 1 quick; larger clusters: 1)",
+    )
+    args = parser.parse_args()
+    sizes = [int(part) for part in args.namespaces.split(",") if part.strip()]
+
+    results = []
+    with tempfile.TemporaryDirectory() as var_dir:
+        for name in ("CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"):
+            os.environ.pop(name, None)
+        with throwaway_database("bench_sync") as (db_url, database):
+            setup_django(db_url, var_dir=var_dir)
+            for size in sizes:
+                rounds = args.rounds if size <= 1000 else 1
+                results.append(bench_size(size, rounds, args.profile))
+    figures = [fig for result in results for fig in figures_for(result, database)]
+    write_figures("sync", figures, {"sizes": results, "database": database})
+    problems = [f"{r['namespaces']} ns: {p}" for r in results for p in r["problems"]]
     if problems:
         print("unexpected: " + "; ".join(problems), file=sys.stderr)
         return 1
