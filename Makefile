@@ -41,9 +41,10 @@ format: $(STAMP)
 clean:
 	rm -rf var staticfiles .pytest_cache
 
+# Every benchmark, one table (figure, value, baseline, ratio, database) and bench/results.json;
+# BENCH_QUICK=1 for the small sizes, BENCH_ARGS="sync apply" for some of them only.
 bench: $(STAMP)
-	$(BIN)/python -m bench.bench_sync --namespaces $(or $(NAMESPACES),500)
-	$(BIN)/python -m bench.bench_usage
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 # Translations: collect every marked string into locale/zh_Hans/LC_MESSAGES/django.po (needs GNU
 # gettext's xgettext/msgmerge), then compile the .mo files in pure Python. Translate the new

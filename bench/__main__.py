@@ -54,6 +54,8 @@ def run_one(name: str, is_quick: bool) -> dict:
         data = json.loads(out.read_text())
         result["figures"] = data["figures"]
         result["details"] = data.get("details", {})
+        if data.get("skipped"):
+            result["skipped"] = data["skipped"]
     else:
         result["figures"] = []
     return result
@@ -77,7 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     runs = [run_one(name, is_quick) for name in names]
     figures = [fig for run in runs for fig in run["figures"]]
-    failed = [run["benchmark"] for run in runs if run["exit_code"] != 0 or not run["figures"]]
+    skipped = {run["benchmark"]: run["skipped"] for run in runs if run.get("skipped")}
+    failed = [
+        run["benchmark"]
+        for run in runs
+        if run["exit_code"] != 0 or not (run["figures"] or run["benchmark"] in skipped)
+    ]
     results = {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "quick": is_quick,
@@ -90,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         "figures": figures,
         "runs": runs,
         "failed": failed,
+        "skipped": skipped,
     }
     with open(args.out, "w") as fh:
         json.dump(results, fh, indent=2)
@@ -97,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(format_table(figures))
     print(f"\n{len(figures)} figures in {results['seconds']} s; written to {args.out}")
+    for name, reason in skipped.items():
+        print(f"skipped {name}: {reason}")
     if failed:
         print(f"failed or without figures: {', '.join(failed)}", file=sys.stderr)
         return 1

@@ -50,9 +50,9 @@ def bench_suggestions(*, start: date, days: int, cluster: str = "bench") -> dict
     assert stored == hand_rows, (stored, hand_rows)
     return {
         "suggestions": stored,
-        "suggest_hand_aggregate_seconds": round(hand, 2),
-        "suggest_seconds": round(ours, 2),
-        "suggest_vs_hand_aggregate": round(ours / hand, 2),
+        "suggest_hand_aggregate_seconds": round(hand, 4),
+        "suggest_seconds": round(ours, 4),
+        "suggest_vs_hand_aggregate": round(ours / hand, 4),
     }
 
 

@@ -7,20 +7,20 @@ and one hand-written SQL aggregate over the same table, in the same run.
 Full size: 30 days of 5-minute samples for 1,000 team namespaces, 8.64 million rows. Needs a
 PostgreSQL server: BENCH_DATABASE_URL, else DATABASE_URL if it is PostgreSQL, else
 postgres://postgres@127.0.0.1:5432/; a throw-away database is created and dropped. Without a
-server it says so and exits 0. Prints a table and writes var/bench/usage.json.
+server it says so and exits 0. Prints its figures (var/bench/usage.figures.json).
 """
 
 import argparse
-import json
 import os
 import random
-import resource
 import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
+
+from bench.common import figure, write_figures, write_skipped
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "var" / "bench"
@@ -121,20 +121,26 @@ def _copy_baseline(path: Path) -> float:
     return elapsed
 
 
-def _import(path: Path, db_url: str) -> tuple[float, float]:
-    """import_usage in its own process: wall time and its peak resident memory (MiB)."""
-    env = {**os.environ, "DATABASE_URL": db_url, "DJANGO_SETTINGS_MODULE": "portal.settings"}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+def _run_measured(argv: list[str], env: dict) -> tuple[float, float]:
+    """Run a command to the end: its wall time and its own peak resident memory (MiB)."""
     started = time.perf_counter()
-    subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), "import_usage", str(path), "--no-rollup"],
-        check=True,
-        env=env,
-        stdout=subprocess.DEVNULL,
-    )
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return elapsed, max(peak, before) / 1024
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, argv)
+    return elapsed, usage.ru_maxrss / 1024
+
+
+def _import(path: Path, db_url: str) -> tuple[float, float, float]:
+    """import_usage in its own process: wall time and its peak resident memory (MiB), and the
+    peak of the same command doing nothing (Django loaded, no file) as the memory baseline."""
+    env = {**os.environ, "DATABASE_URL": db_url, "DJANGO_SETTINGS_MODULE": "portal.settings"}
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    _, idle_mib = _run_measured([*manage, "import_usage", "--help"], env)
+    elapsed, peak_mib = _run_measured([*manage, "import_usage", str(path), "--no-rollup"], env)
+    return elapsed, peak_mib, idle_mib
 
 
 HAND_AGGREGATE = """
@@ -175,7 +181,7 @@ def main() -> int:
     try:
         admin = _admin_connection(server)
     except Exception as exc:  # no server: nothing to measure, say so
-        print(f"bench_usage: no PostgreSQL at {urlsplit(server).hostname} ({exc}); skipped")
+        write_skipped("usage", f"no PostgreSQL at {urlsplit(server).hostname} ({exc})")
         return 0
     db_name = f"bench_usage_{os.getpid()}"
     admin.execute(f'CREATE DATABASE "{db_name}"')
@@ -190,7 +196,7 @@ def main() -> int:
         generate = time.perf_counter() - started
         size_mib = path.stat().st_size / (1 << 20)
         copy_s = _copy_baseline(path)
-        import_s, import_peak_mib = _import(path, db_url)
+        import_s, import_peak_mib, idle_mib = _import(path, db_url)
         rollup_s, hand_s, rollup_rows = _rollup(args.days)
         from bench.bench_suggest import bench_suggestions
 
@@ -208,27 +214,64 @@ def main() -> int:
         "days": args.days,
         "namespaces": args.namespaces,
         "rows": rows,
-        "file_mib": round(size_mib, 1),
-        "generate_seconds": round(generate, 2),
-        "copy_seconds": round(copy_s, 2),
-        "import_seconds": round(import_s, 2),
-        "import_vs_copy": round(import_s / copy_s, 2),
+        "file_mib": round(size_mib, 2),
+        "generate_seconds": round(generate, 4),
+        "copy_seconds": round(copy_s, 4),
+        "import_seconds": round(import_s, 4),
+        "import_vs_copy": round(import_s / copy_s, 4),
         "import_rows_per_second": round(rows / import_s),
         "import_peak_rss_mib": round(import_peak_mib, 1),
         "import_peak_rss_vs_file": round(import_peak_mib / size_mib, 3),
+        "idle_command_peak_rss_mib": round(idle_mib, 1),
         "rollup_rows": rollup_rows,
-        "hand_aggregate_seconds": round(hand_s, 2),
-        "rollup_seconds": round(rollup_s, 2),
-        "rollup_vs_hand_aggregate": round(rollup_s / hand_s, 2),
+        "hand_aggregate_seconds": round(hand_s, 4),
+        "rollup_seconds": round(rollup_s, 4),
+        "rollup_vs_hand_aggregate": round(rollup_s / hand_s, 4),
         **suggest,
     }
-    out = OUT_DIR / ("usage-quick.json" if quick else "usage.json")
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    width = max(len(k) for k in results)
-    for key, value in results.items():
-        print(f"{key:<{width}}  {value}")
-    print(f"written to {out.relative_to(ROOT)}")
+    write_figures("usage", usage_figures(results), results)
     return 0
+
+
+def usage_figures(results: dict) -> list[dict]:
+    size = f"{results['days']} d x {results['namespaces']:,} ns, {results['rows']:,} rows"
+    pg = "postgresql"
+    return [
+        figure(
+            f"usage import ({size})",
+            results["import_seconds"],
+            "s",
+            baseline=results["copy_seconds"],
+            baseline_label="plain COPY of the file",
+            database=pg,
+            note=f"{results['import_rows_per_second']:,} rows/s",
+        ),
+        figure(
+            "usage import peak memory",
+            results["import_peak_rss_mib"],
+            "MiB",
+            baseline=results["idle_command_peak_rss_mib"],
+            baseline_label="the same command idle",
+            database=pg,
+            note=f"the CSV file: {results['file_mib']:,} MiB",
+        ),
+        figure(
+            f"usage daily rollup ({results['rollup_rows']:,} rows)",
+            results["rollup_seconds"],
+            "s",
+            baseline=results["hand_aggregate_seconds"],
+            baseline_label="one hand-written SQL aggregate",
+            database=pg,
+        ),
+        figure(
+            f"suggestions ({results['suggestions']:,} namespaces)",
+            results["suggest_seconds"],
+            "s",
+            baseline=results["suggest_hand_aggregate_seconds"],
+            baseline_label="one hand-written SQL aggregate",
+            database=pg,
+        ),
+    ]
 
 
 if __name__ == "__main__":

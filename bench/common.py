@@ -84,6 +84,14 @@ def write_figures(name: str, figures: list[dict], details: dict | None = None) -
     return out
 
 
+def write_skipped(name: str, reason: str) -> None:
+    """Say that this benchmark could not run here (a store it needs is missing), and why."""
+    out = Path(os.environ.get(FIGURES_ENV) or OUT_DIR / f"{name}.figures.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"benchmark": name, "figures": [], "skipped": reason}) + "\n")
+    print(f"{name}: skipped: {reason}")
+
+
 def format_value(value, unit: str) -> str:
     if value is None:
         return "-"
