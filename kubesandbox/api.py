@@ -127,7 +127,7 @@ class Api:
         self.admission_policies = AdmissionPolicies(store, self.discovery)
 
     def _queues(self) -> list[dict[str, Any]]:
-        return [obj for _, obj in self.store.items(("scheduling.volcano.sh", "queues"))]
+        return self.store.values(("scheduling.volcano.sh", "queues"))
 
     # -- helpers -------------------------------------------------------------------------
 

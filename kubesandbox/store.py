@@ -54,6 +54,11 @@ class Store:
             return sorted(objects.items())
         return sorted((k, v) for k, v in objects.items() if k[0] == namespace)
 
+    def values(self, resource: ResourceKey) -> list[dict[str, Any]]:
+        """Objects of one resource in every namespace, unsorted (in the order they were
+        first stored): for admission checks that read them all on every write."""
+        return list(self._objects.get(resource, {}).values())
+
     def resources(self) -> Iterator[ResourceKey]:
         return iter(list(self._objects))
 

@@ -229,17 +229,43 @@ def _aggregate(errors: list[str]) -> str:
     return errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
 
 
+class _QueuesByName(dict):
+    """Queues by name, with their children by parent indexed on first use: one pass per
+    admission instead of one per lookup (thousands of queues on a large cluster)."""
+
+    _kids: dict[str, list[dict[str, Any]]] | None = None
+
+    def children(self, parent: str) -> list[dict[str, Any]]:
+        if self._kids is None:
+            self._kids = {}
+            for queue in self.values():
+                self._kids.setdefault(_parent(queue), []).append(queue)
+        return self._kids.get(parent, [])
+
+    def pop(self, *args):
+        self._kids = None
+        return super().pop(*args)
+
+    def __setitem__(self, key, value):
+        self._kids = None
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key):
+        self._kids = None
+        super().__delitem__(key)
+
+
 class QueueWebhook:
     """The webhook over the sandbox's queues; ``queues`` lists the stored queues."""
 
     def __init__(self, queues: Queues) -> None:
         self._queues = queues
 
-    def _by_name(self) -> dict[str, dict[str, Any]]:
-        return {_name(q): q for q in self._queues()}
+    def _by_name(self) -> _QueuesByName:
+        return _QueuesByName((_name(q), q) for q in self._queues())
 
-    def _children(self, parent: str, by_name: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-        return [q for q in by_name.values() if _parent(q) == parent]
+    def _children(self, parent: str, by_name: _QueuesByName) -> list[dict[str, Any]]:
+        return by_name.children(parent)
 
     def admit(self, queue: dict[str, Any], old: dict[str, Any] | None) -> None:
         """CREATE (``old`` None) or UPDATE; raises the denial as an :class:`ApiError`."""

@@ -660,7 +660,7 @@ def cluster_sync(
             # After an approval, compare only what changed; the reconcile compares all.
             only_changed=trigger == SyncRun.Trigger.CHANGE,
         )
-        _record(run, cluster_id, plan, outcomes, problems, error, request_ids, started)
+        _record(run, cluster_id, plan, outcomes, problems, error, request_ids, started, managed)
         if (error or any(o.action == Action.ERROR for o in outcomes)) and transient:
             raise TransientSyncError(error or run.error)
         return run
@@ -713,7 +713,9 @@ def _last_applied(cluster_id: int) -> dict[ObjectKey, dict]:
     }
 
 
-def _record(run, cluster_id, plan, outcomes, problems, error, request_ids, started) -> None:
+def _record(
+    run, cluster_id, plan, outcomes, problems, error, request_ids, started, managed
+) -> None:
     counts: dict[str, int] = {}
     for o in outcomes:
         counts[o.action] = counts.get(o.action, 0) + 1
@@ -742,8 +744,14 @@ def _record(run, cluster_id, plan, outcomes, problems, error, request_ids, start
         )
         written = [o for o in outcomes if o.applied is not None]
         if written:
+            # The keys only: what each row last applied is in ``managed``, read at the start
+            # of this sync under the same lease (decoding every row's JSON again cost more
+            # than the writes after one approval on a large cluster).
             existing = {
-                ObjectKey.of_row(m): m for m in ManagedObject.objects.filter(cluster_id=cluster_id)
+                ObjectKey.of_row(m): m
+                for m in ManagedObject.objects.filter(cluster_id=cluster_id).only(
+                    "id", "api_version", "kind", "namespace", "name"
+                )
             }
             to_create, to_update = [], []
             for o in written:
@@ -757,7 +765,7 @@ def _record(run, cluster_id, plan, outcomes, problems, error, request_ids, start
                             generation=plan.generation,
                         )
                     )
-                elif row.applied != o.applied:
+                elif managed.get(o.key) != o.applied:
                     row.applied, row.generation = o.applied, plan.generation
                     to_update.append(row)
             ManagedObject.objects.bulk_create(to_create, batch_size=500, ignore_conflicts=True)
