@@ -21,6 +21,10 @@ request again (a request refused as stale can be fixed and retried with the same
 for after the commit (syncs, notifications) starts once the answer is committed too. Keys
 expire ``IDEMPOTENCY_KEY_HOURS`` after first use; an expired key is as good as new.
 
+A replay answers with the body stored for the first request, in that request's language: its
+texts (a request's findings, labels) are not rendered again for the retry's Accept-Language.
+A client retries with the headers it sent the first time, so both agree in practice.
+
 The services' own transactions become savepoints of this one; the only row it holds while a
 view reads a cluster (the usage snapshot of a submit) is its own key's, which only a retry of
 the same request waits for.
@@ -36,6 +40,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, OperationalError, connection, models, transaction
 from django.http.request import RawPostDataException
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -123,7 +128,8 @@ def request_fingerprint(*, method: str, path: str, body: bytes) -> str:
 def _check_key(key: str) -> str:
     if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable() or not key.isascii():
         raise ValidationFailed(
-            f"{HEADER}: give 1 to {MAX_KEY_LENGTH} printable ASCII characters (a UUID is best)",
+            gettext("%(header)s: give 1 to %(max)s printable ASCII characters (a UUID is best)")
+            % {"header": HEADER, "max": MAX_KEY_LENGTH},
             field=HEADER,
             extra={"code": "invalid_idempotency_key"},
         )
@@ -159,7 +165,8 @@ def idempotency_claim(
             if not _lock_timed_out(exc):
                 raise
             raise IdempotencyInProgress(
-                f"{HEADER}: a request with key {key!r} is still in progress; retry later",
+                gettext("%(header)s: a request with key %(key)s is still in progress; retry later")
+                % {"header": HEADER, "key": repr(key)},
                 field=HEADER,
                 extra={"code": "idempotency_in_progress", "retry_after": 1},
             ) from None
@@ -167,9 +174,17 @@ def idempotency_claim(
             continue  # expired and removed meanwhile: claim it again
         if row.fingerprint != fingerprint:
             raise IdempotencyKeyReused(
-                f"{HEADER}: key {key!r} was used for another request ({row.method} {row.path} "
-                f"with another body at {row.created_at:%Y-%m-%d %H:%M:%S} UTC); "
-                "use a new key for a new request",
+                gettext(
+                    "%(header)s: key %(key)s was used for another request (%(method)s %(path)s "
+                    "with another body at %(at)s UTC); use a new key for a new request"
+                )
+                % {
+                    "header": HEADER,
+                    "key": repr(key),
+                    "method": row.method,
+                    "path": row.path,
+                    "at": f"{row.created_at:%Y-%m-%d %H:%M:%S}",
+                },
                 field=HEADER,
                 extra={"code": "idempotency_key_reused"},
             )
@@ -179,7 +194,8 @@ def idempotency_claim(
         # keys outside the work's transaction. Nothing holds it: take it over.
         IdempotencyKey.objects.filter(pk=row.pk, state=IdempotencyKey.State.IN_PROGRESS).delete()
     raise IdempotencyInProgress(
-        f"{HEADER}: key {key!r} keeps changing hands; retry later",
+        gettext("%(header)s: key %(key)s keeps changing hands; retry later")
+        % {"header": HEADER, "key": repr(key)},
         field=HEADER,
         extra={"code": "idempotency_in_progress", "retry_after": 1},
     )
@@ -220,6 +236,8 @@ def idempotency_complete(*, row: IdempotencyKey, response: Response) -> None:
 
 
 def replayed_response(row: IdempotencyKey) -> Response:
+    """The stored answer as it was: its body is in the first request's language, whatever
+    language the retry asks for (texts are not rendered again)."""
     response = Response(row.response_body, status=row.response_status)
     for name, value in row.response_headers.items():
         response[name] = value
