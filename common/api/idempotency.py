@@ -83,20 +83,33 @@ class IdempotencyKey(models.Model):
         DONE = "done", _("done")
 
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="idempotency_keys"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="idempotency_keys",
+        verbose_name=_("user"),
     )
-    key = models.CharField(max_length=255)
-    fingerprint = models.CharField(max_length=64)
-    method = models.CharField(max_length=10)
-    path = models.CharField(max_length=500)
-    state = models.CharField(max_length=12, choices=State.choices, default=State.IN_PROGRESS)
-    created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField(db_index=True)
-    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
-    response_body = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
-    response_headers = models.JSONField(default=dict, blank=True)
+    key = models.CharField(max_length=255, verbose_name=_("key"))
+    fingerprint = models.CharField(max_length=64, verbose_name=_("fingerprint"))
+    method = models.CharField(max_length=10, verbose_name=_("method"))
+    path = models.CharField(max_length=500, verbose_name=_("path"))
+    state = models.CharField(
+        max_length=12, choices=State.choices, default=State.IN_PROGRESS, verbose_name=_("state")
+    )
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    expires_at = models.DateTimeField(db_index=True, verbose_name=_("expires at"))
+    response_status = models.PositiveSmallIntegerField(
+        null=True, blank=True, verbose_name=_("response status")
+    )
+    response_body = models.JSONField(
+        null=True, blank=True, encoder=DjangoJSONEncoder, verbose_name=_("response body")
+    )
+    response_headers = models.JSONField(
+        default=dict, blank=True, verbose_name=_("response headers")
+    )
 
     class Meta:
+        verbose_name = _("idempotency key")
+        verbose_name_plural = _("idempotency keys")
         app_label = "portal"
         ordering = ["-created_at"]
         constraints = [
