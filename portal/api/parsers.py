@@ -59,7 +59,9 @@ def check_parsed(data: object) -> None:
         elif isinstance(value, str) and (problem := _bad_text(value)):
             field = path or "body"
             raise ValidationFailed(
-                f"{field}: {problem}", field=field, extra={"code": "invalid_text"}
+                _("%(field)s: %(problem)s") % {"field": field, "problem": problem},
+                field=field,
+                extra={"code": "invalid_text"},
             )
 
 
