@@ -8,6 +8,7 @@ from decimal import Decimal
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from approvals.lifecycle import apply_request, audit_rebased
 from approvals.lines import lines_json, ordered_lines, refuse_removed_classes, shown
@@ -29,10 +30,10 @@ def request_revoke(*, request: QuotaRequest, acting_user: User, comment: str) ->
     """An admin takes back an approved temporary grant before it starts; its promised
     capacity is free again at once (scheduled grants count only while approved)."""
     require_may(
-        acting_user, request, "revoke", "only platform admins decide quota requests", field=None
+        acting_user, request, "revoke", _("only platform admins decide quota requests"), field=None
     )
     if not comment.strip():
-        raise ValidationFailed("say why the grant is revoked (comment)", field="comment")
+        raise ValidationFailed(_("say why the grant is revoked (comment)"), field="comment")
     with transaction.atomic():
         # The same order as the start of the grant (requests_start_due).
         lock_request_capacity(request)
@@ -83,8 +84,11 @@ def _three_way(base, grant, now, *, what: str):
     if now == base:
         return grant
     raise _GrantConflict(
-        f"{what}: the grant sets {shown(grant)}, the allocation was changed to {shown(now)} "
-        f"since the grant was approved (was {shown(base)})"
+        _(
+            "%(what)s: the grant sets %(grant)s, the allocation was changed to %(now)s since "
+            "the grant was approved (was %(base)s)"
+        )
+        % {"what": what, "grant": shown(grant), "now": shown(now), "base": shown(base)}
     )
 
 
@@ -108,20 +112,26 @@ def _grant_on_top(line: RequestLine) -> bool:
     guarantee = max(Decimal(0), now["guarantee"] + line.final_guarantee - base["guarantee"])
     cap = max(Decimal(0), now["cap"] + line.final_cap - base["cap"])
     per_pod_max = _three_way(
-        base["per_pod_max"], line.final_per_pod_max, now["per_pod_max"], what=f"{where} per-pod max"
+        base["per_pod_max"],
+        line.final_per_pod_max,
+        now["per_pod_max"],
+        what=_("%(where)s per-pod max") % {"where": where},
     )
     classes = _three_way(
         base["priority_classes"],
         sorted(line.final_priority_classes),
         now["priority_classes"],
-        what=f"{where} priority classes",
+        what=_("%(where)s priority classes") % {"where": where},
     )
     try:
         g, c, p = allocation_values_check(
             guarantee=guarantee, cap=cap, per_pod_max=per_pod_max, resource=line.resource
         )
     except ValidationFailed as exc:
-        raise _GrantConflict(f"{where} on top of the current allocation: {exc.message}") from None
+        raise _GrantConflict(
+            _("%(where)s on top of the current allocation: %(problem)s")
+            % {"where": where, "problem": exc.message}
+        ) from None
     line.current_guarantee, line.current_cap = now["guarantee"], now["cap"]
     line.current_per_pod_max = now["per_pod_max"]
     line.current_priority_classes = list(now["priority_classes"])
@@ -151,12 +161,13 @@ def _start_grant(request: QuotaRequest) -> None:
             if f.is_error
         ]
         if errors:
-            problem = "; ".join(f.message for f in errors)
+            problem = _("; ").join(f.message for f in errors)
     if problem:
-        reason = (
-            f"the grant did not start: {problem}. The allocation is left as it is; "
+        # Made by the worker, in the portal's default language, and stored as it is.
+        reason = _(
+            "the grant did not start: %(problem)s. The allocation is left as it is; "
             "ask again if the team still needs it"
-        )
+        ) % {"problem": problem}
         # Shown with the request (page and API) as its first finding; not retried: the
         # admins approved it against a plan that no longer holds.
         request.findings = [

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from approvals.approval_policies import policy_decision
 from approvals.lines import (
@@ -60,18 +61,21 @@ from quotas.services import allocation_set, allocation_values_check, cluster_syn
 
 def _check_dates(kind: str, starts_at: datetime | None, ends_at: datetime | None) -> None:
     if kind not in QuotaRequest.Kind.values:
-        raise ValidationFailed(f"kind must be permanent or temporary, got {kind!r}", field="kind")
+        raise ValidationFailed(
+            _("kind must be permanent or temporary, got %(kind)s") % {"kind": repr(kind)},
+            field="kind",
+        )
     if kind == QuotaRequest.Kind.TEMPORARY:
         if ends_at is None:
-            raise ValidationFailed("a temporary request needs an end (ends_at)", field="ends_at")
+            raise ValidationFailed(_("a temporary request needs an end (ends_at)"), field="ends_at")
         if ends_at <= timezone.now():
-            raise ValidationFailed("ends_at must be in the future", field="ends_at")
+            raise ValidationFailed(_("ends_at must be in the future"), field="ends_at")
         if starts_at is not None and ends_at <= starts_at:
-            raise ValidationFailed("ends_at must come after starts_at", field="ends_at")
+            raise ValidationFailed(_("ends_at must come after starts_at"), field="ends_at")
         _check_grant_bounds(starts_at, ends_at)
     elif ends_at is not None:
         raise ValidationFailed(
-            "a permanent request has no end; use kind temporary", field="ends_at"
+            _("a permanent request has no end; use kind temporary"), field="ends_at"
         )
 
 
@@ -82,16 +86,22 @@ def _check_grant_bounds(starts_at: datetime | None, ends_at: datetime) -> None:
     lead_days = settings.TEMPORARY_GRANT_MAX_START_DAYS
     if starts_at is not None and starts_at > now + timedelta(days=lead_days):
         raise ValidationFailed(
-            f"starts_at: a temporary grant starts at most {lead_days} days ahead "
-            f"(latest {(now + timedelta(days=lead_days)):%Y-%m-%d %H:%M} UTC)",
+            _(
+                "starts_at: a temporary grant starts at most %(days)s days ahead "
+                "(latest %(latest)s UTC)"
+            )
+            % {"days": lead_days, "latest": f"{now + timedelta(days=lead_days):%Y-%m-%d %H:%M}"},
             field="starts_at",
         )
     max_days = settings.TEMPORARY_GRANT_MAX_DAYS
     start = max(starts_at or now, now)
     if ends_at - start > timedelta(days=max_days):
         raise ValidationFailed(
-            f"ends_at: a temporary grant lasts at most {max_days} days "
-            f"(asked for {(ends_at - start).total_seconds() / 86400:.1f} days from its start)",
+            _(
+                "ends_at: a temporary grant lasts at most %(days)s days "
+                "(asked for %(asked)s days from its start)"
+            )
+            % {"days": max_days, "asked": f"{(ends_at - start).total_seconds() / 86400:.1f}"},
             field="ends_at",
         )
 
@@ -129,11 +139,12 @@ def request_create(
     """
     if not may_request_for(acting_user, team.pk):
         raise PermissionDenied(
-            f"only leads of {team.slug} (or platform admins) may request quota for it",
+            _("only leads of %(team)s (or platform admins) may request quota for it")
+            % {"team": team.slug},
             field="team",
         )
     if not justification.strip():
-        raise ValidationFailed("justification must not be empty", field="justification")
+        raise ValidationFailed(_("justification must not be empty"), field="justification")
     _check_dates(kind, starts_at, ends_at)
     lines = list(lines)
     usage_now = team_usage_now(team) if submit else None  # no network call under a lock
@@ -182,7 +193,8 @@ def _refuse_second_request_from(suggestion: Suggestion) -> None:
     )
     if earlier is not None:
         raise NotAllowed(
-            f"suggestion: already requested as #{earlier.pk} ({earlier.get_status_display()})",
+            _("suggestion: already requested as #%(id)s (%(status)s)")
+            % {"id": earlier.pk, "status": earlier.get_status_display()},
             field="suggestion",
             extra={"request": earlier.pk, "request_status": earlier.status},
         )
@@ -234,7 +246,7 @@ def request_revise(
             lock_for_submit(request)
         if justification is not None:
             if not justification.strip():
-                raise ValidationFailed("justification must not be empty", field="justification")
+                raise ValidationFailed(_("justification must not be empty"), field="justification")
             request.justification = justification.strip()
             request.save(update_fields=["justification", "updated_at"])
         audit_record(
@@ -338,7 +350,7 @@ def request_approve(
     the lock, so concurrent approvals never promise the same free GPUs twice.
     """
     require_platform_admin(acting_user)
-    require_may(acting_user, request, "decide", "nobody approves their own request")
+    require_may(acting_user, request, "decide", _("nobody approves their own request"))
     with transaction.atomic():
         lock_request_capacity(request)
         request = lock_request(request.pk)
@@ -348,8 +360,8 @@ def request_approve(
         refuse_removed_classes(ordered_lines(request))
         if has_approved(acting_user, request):
             raise PermissionDenied(
-                f"{acting_user.username} approved request #{request.pk} already; "
-                "a second admin must approve",
+                _("%(user)s approved request #%(id)s already; a second admin must approve")
+                % {"user": acting_user.username, "id": request.pk},
                 field="request",
             )
         decisions = list(decisions)
@@ -443,13 +455,17 @@ def apply_request(
 
 def request_reject(*, request: QuotaRequest, acting_user: User, comment: str) -> QuotaRequest:
     return _decide_against(
-        request, acting_user, comment, S.REJECTED, "say why the request is rejected (comment)"
+        request, acting_user, comment, S.REJECTED, _("say why the request is rejected (comment)")
     )
 
 
 def request_changes(*, request: QuotaRequest, acting_user: User, comment: str) -> QuotaRequest:
     return _decide_against(
-        request, acting_user, comment, S.CHANGES_REQUESTED, "say which changes are needed (comment)"
+        request,
+        acting_user,
+        comment,
+        S.CHANGES_REQUESTED,
+        _("say which changes are needed (comment)"),
     )
 
 
@@ -472,7 +488,7 @@ def _decide_against(
 def request_withdraw(
     *, request: QuotaRequest, acting_user: User, comment: str = ""
 ) -> QuotaRequest:
-    require_may(acting_user, request, "withdraw", "only the requester withdraws a request")
+    require_may(acting_user, request, "withdraw", _("only the requester withdraws a request"))
     with transaction.atomic():
         request = lock_request(request.pk)
         was = request.status
@@ -492,13 +508,16 @@ def _refuse_stale(request: QuotaRequest) -> None:
     if not changes:
         return
     first = changes[0]
-    described = "; ".join(
+    described = _("; ").join(
         f"{c['namespace']} {c['resource']} {c['field']}: {shown(c['base'])} → {shown(c['current'])}"
         for c in changes
     )
     raise NotAllowed(
-        f"request #{request.pk} was written against older allocations ({described}); "
-        "rebase it on the current allocations first",
+        _(
+            "request #%(id)s was written against older allocations (%(changes)s); "
+            "rebase it on the current allocations first"
+        )
+        % {"id": request.pk, "changes": described},
         field=f"lines[{first['index']}].{first['field']}",
         extra={"request": request.pk, "changes": changes},
     )
@@ -519,15 +538,18 @@ def request_rebase(*, request: QuotaRequest, acting_user: User) -> QuotaRequest:
         acting_user,
         request,
         "rebase",
-        f"only the requester or a lead of {request.team.slug} may do this",
+        _("only the requester or a lead of %(team)s may do this") % {"team": request.team.slug},
     )
     with transaction.atomic():
         lock_request_capacity(request)
         request = lock_request(request.pk)
         if request.status not in REBASABLE:
             raise NotAllowed(
-                f"request #{request.pk} is {request.get_status_display()}; only drafts and "
-                "requests waiting for a decision are rebased",
+                _(
+                    "request #%(id)s is %(status)s; only drafts and requests waiting for a "
+                    "decision are rebased"
+                )
+                % {"id": request.pk, "status": request.get_status_display()},
                 field="status",
                 extra={"status": request.status},
             )
@@ -580,9 +602,16 @@ def _rebase_line(line: RequestLine, index: int) -> None:
     except ValidationFailed as exc:
         where = f"lines[{index}]"
         raise ValidationFailed(
-            f"{where}.{exc.field}: rebased on the current allocation of "
-            f"{line.team_namespace.name} {line.resource.name}, the request no longer holds: "
-            f"{exc.message}; withdraw it and ask again",
+            _(
+                "%(field)s: rebased on the current allocation of %(namespace)s %(resource)s, "
+                "the request no longer holds: %(problem)s; withdraw it and ask again"
+            )
+            % {
+                "field": f"{where}.{exc.field}",
+                "namespace": line.team_namespace.name,
+                "resource": line.resource.name,
+                "problem": exc.message,
+            },
             field=f"{where}.{exc.field}",
         ) from None
     line.current_guarantee, line.current_cap = now["guarantee"], now["cap"]
@@ -614,13 +643,13 @@ def _recheck_as_on_submit(request: QuotaRequest, lines: list[RequestLine]) -> No
 
 def request_delete(*, request: QuotaRequest, acting_user: User) -> None:
     """The requester deletes a draft they no longer want; the audit log keeps what it was."""
-    require_may(acting_user, request, "delete", "only the requester deletes a draft")
+    require_may(acting_user, request, "delete", _("only the requester deletes a draft"))
     with transaction.atomic():
         request = lock_request(request.pk)
         if request.status != S.DRAFT:
             raise NotAllowed(
-                f"request #{request.pk} is {request.get_status_display()}; only drafts are "
-                "deleted (withdraw it instead)",
+                _("request #%(id)s is %(status)s; only drafts are deleted (withdraw it instead)")
+                % {"id": request.pk, "status": request.get_status_display()},
                 field="status",
                 extra={"status": request.status},
             )

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
 
+from django.utils.translation import gettext as _
+
 from approvals.models import QuotaRequest, RequestLine
 from approvals.validation import findings_json
 from common.amounts import format_amount
@@ -50,7 +52,7 @@ class Decision:
 def build_lines(request: QuotaRequest, lines: Iterable[LineInput]) -> None:
     lines = list(lines)
     if not lines:
-        raise ValidationFailed("a request needs at least one line", field="lines")
+        raise ValidationFailed(_("a request needs at least one line"), field="lines")
     seen = set()
     for index, item in enumerate(lines):
         where = f"lines[{index}]"
@@ -61,18 +63,26 @@ def build_lines(request: QuotaRequest, lines: Iterable[LineInput]) -> None:
         )
         if ns is None or ns.team_id != request.team_id:
             raise ValidationFailed(
-                f"{where}.team_namespace: namespace {item.team_namespace_id} does not belong to "
-                f"team {request.team.slug}",
+                _("%(field)s: namespace %(namespace)s does not belong to team %(team)s")
+                % {
+                    "field": f"{where}.team_namespace",
+                    "namespace": item.team_namespace_id,
+                    "team": request.team.slug,
+                },
                 field=f"{where}.team_namespace",
             )
         resource = Resource.objects.filter(pk=item.resource_id).first()
         if resource is None:
             raise ValidationFailed(
-                f"{where}.resource: unknown resource {item.resource_id}", field=f"{where}.resource"
+                _("%(field)s: unknown resource %(resource)s")
+                % {"field": f"{where}.resource", "resource": item.resource_id},
+                field=f"{where}.resource",
             )
         if (ns.pk, resource.pk) in seen:
             raise ValidationFailed(
-                f"{where}: {ns.name} {resource.name} appears twice", field=f"{where}.resource"
+                _("%(field)s: %(namespace)s %(resource)s appears twice")
+                % {"field": where, "namespace": ns.name, "resource": resource.name},
+                field=f"{where}.resource",
             )
         seen.add((ns.pk, resource.pk))
         current = Allocation.objects.filter(team_namespace=ns, resource=resource).first()
@@ -129,7 +139,8 @@ def record_decisions(request: QuotaRequest, decisions: Iterable[Decision]) -> bo
         line = by_id.get(decision.line_id)
         if line is None:
             raise ValidationFailed(
-                f"{where}.line_id: line {decision.line_id} is not part of request #{request.pk}",
+                _("%(field)s: line %(line)s is not part of request #%(id)s")
+                % {"field": f"{where}.line_id", "line": decision.line_id, "id": request.pk},
                 field=f"{where}.line_id",
             )
         before = _final_values(line)
@@ -222,8 +233,12 @@ def priority_classes_check(
     if unknown:
         every = ", ".join(PriorityClass.objects.order_by("-value").values_list("name", flat=True))
         raise ValidationFailed(
-            f"{where}.priority_classes: unknown priority class "
-            f"{', '.join(repr(n) for n in unknown)} (known: {every or 'none'})",
+            _("%(field)s: unknown priority class %(unknown)s (known: %(known)s)")
+            % {
+                "field": f"{where}.priority_classes",
+                "unknown": ", ".join(repr(n) for n in unknown),
+                "known": every or _("none"),
+            },
             field=f"{where}.priority_classes",
         )
     return names
@@ -255,5 +270,5 @@ def raise_on_errors(findings) -> None:
 
 def shown(value) -> str:
     if isinstance(value, list):
-        return ", ".join(value) or "any"
-    return "none" if value is None else str(value)
+        return ", ".join(value) or _("any")
+    return _("none") if value is None else str(value)

@@ -37,7 +37,9 @@ class QuotaRequest(models.Model):
         PERMANENT = "permanent", _("permanent")
         TEMPORARY = "temporary", _("temporary")
 
-    team = models.ForeignKey("quotas.Team", on_delete=models.PROTECT, related_name="requests")
+    team = models.ForeignKey(
+        "quotas.Team", on_delete=models.PROTECT, related_name="requests", verbose_name=_("team")
+    )
     # The suggestion this request was made from, if any: one open request per suggestion.
     suggestion = models.ForeignKey(
         "quotas.Suggestion",
@@ -45,38 +47,65 @@ class QuotaRequest(models.Model):
         null=True,
         blank=True,
         related_name="+",
+        verbose_name=_("suggestion"),
     )
     requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_requests"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        related_name="quota_requests",
+        verbose_name=_("requested by"),
     )
-    justification = models.TextField(max_length=JUSTIFICATION_MAX_LENGTH)
-    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.PERMANENT)
-    starts_at = models.DateTimeField(null=True, blank=True)
-    ends_at = models.DateTimeField(null=True, blank=True)
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-    submitted_at = models.DateTimeField(null=True, blank=True)
-    decided_at = models.DateTimeField(null=True, blank=True)
+    justification = models.TextField(
+        max_length=JUSTIFICATION_MAX_LENGTH, verbose_name=_("justification")
+    )
+    kind = models.CharField(
+        max_length=10, choices=Kind.choices, default=Kind.PERMANENT, verbose_name=_("kind")
+    )
+    starts_at = models.DateTimeField(null=True, blank=True, verbose_name=_("starts at"))
+    ends_at = models.DateTimeField(null=True, blank=True, verbose_name=_("ends at"))
+    status = models.CharField(
+        max_length=20, choices=Status.choices, default=Status.DRAFT, verbose_name=_("status")
+    )
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
+    submitted_at = models.DateTimeField(null=True, blank=True, verbose_name=_("submitted at"))
+    decided_at = models.DateTimeField(null=True, blank=True, verbose_name=_("decided at"))
     decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("decided by"),
     )
-    decision_comment = models.TextField(blank=True, max_length=COMMENT_MAX_LENGTH)
-    auto_approved = models.BooleanField(default=False)
-    approvals_needed = models.PositiveSmallIntegerField(default=1)
+    decision_comment = models.TextField(
+        blank=True, max_length=COMMENT_MAX_LENGTH, verbose_name=_("decision comment")
+    )
+    auto_approved = models.BooleanField(default=False, verbose_name=_("auto approved"))
+    approvals_needed = models.PositiveSmallIntegerField(
+        default=1, verbose_name=_("approvals needed")
+    )
     # Why the policy decided as it did (approved automatically, one or two admins, and why).
-    policy_reason = models.TextField(blank=True)
+    policy_reason = models.TextField(blank=True, verbose_name=_("policy reason"))
     # The same as msgid and parameters (quotas.texts), to show it in the reader's language.
-    policy_reason_text = models.JSONField(default=dict, blank=True)
+    policy_reason_text = models.JSONField(
+        default=dict, blank=True, verbose_name=_("policy reason text")
+    )
     # What validation said at submit and at approval (warnings are kept, errors blocked).
-    findings = models.JSONField(default=list, blank=True)
+    findings = models.JSONField(default=list, blank=True, verbose_name=_("findings"))
     # The team's allocations (and usage, where known) when the request was submitted.
-    usage_snapshot = models.JSONField(default=dict, blank=True)
-    sync_requests = models.ManyToManyField("quotas.SyncRequest", blank=True, related_name="+")
-    expiry_notified_at = models.DateTimeField(null=True, blank=True)
-    reverted_at = models.DateTimeField(null=True, blank=True)
+    usage_snapshot = models.JSONField(default=dict, blank=True, verbose_name=_("usage snapshot"))
+    sync_requests = models.ManyToManyField(
+        "quotas.SyncRequest", blank=True, related_name="+", verbose_name=_("sync requests")
+    )
+    expiry_notified_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=_("expiry notified at")
+    )
+    reverted_at = models.DateTimeField(null=True, blank=True, verbose_name=_("reverted at"))
 
     class Meta:
+        verbose_name = _("quota request")
+        verbose_name_plural = _("quota requests")
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["status", "kind"], name="request_status_kind")]
         constraints = [
@@ -120,34 +149,55 @@ class QuotaRequest(models.Model):
 class RequestLine(models.Model):
     """One allocation the request changes: what it was, what was asked, what was decided."""
 
-    request = models.ForeignKey(QuotaRequest, on_delete=models.CASCADE, related_name="lines")
-    team_namespace = models.ForeignKey(
-        "quotas.TeamNamespace", on_delete=models.PROTECT, related_name="+"
+    request = models.ForeignKey(
+        QuotaRequest, on_delete=models.CASCADE, related_name="lines", verbose_name=_("request")
     )
-    resource = models.ForeignKey("quotas.Resource", on_delete=models.PROTECT, related_name="+")
+    team_namespace = models.ForeignKey(
+        "quotas.TeamNamespace",
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=_("team namespace"),
+    )
+    resource = models.ForeignKey(
+        "quotas.Resource", on_delete=models.PROTECT, related_name="+", verbose_name=_("resource")
+    )
 
-    current_guarantee = amount_field("current guarantee", default=ZERO)
-    current_cap = amount_field("current cap", default=ZERO)
-    current_per_pod_max = amount_field("current per-pod max", null=True, blank=True)
-    current_priority_classes = models.JSONField(default=list, blank=True)
-    current_version = models.PositiveIntegerField(null=True, blank=True)
+    current_guarantee = amount_field(_("current guarantee"), default=ZERO)
+    current_cap = amount_field(_("current cap"), default=ZERO)
+    current_per_pod_max = amount_field(_("current per-pod max"), null=True, blank=True)
+    current_priority_classes = models.JSONField(
+        default=list, blank=True, verbose_name=_("current priority classes")
+    )
+    current_version = models.PositiveIntegerField(
+        null=True, blank=True, verbose_name=_("current version")
+    )
     # The allocation version the requested values were written against (None: no allocation
     # yet). Approving is refused once the allocation moved on, until the request is rebased.
-    base_version = models.PositiveIntegerField(null=True, blank=True)
+    base_version = models.PositiveIntegerField(
+        null=True, blank=True, verbose_name=_("base version")
+    )
 
-    requested_guarantee = amount_field("requested guarantee")
-    requested_cap = amount_field("requested cap")
-    requested_per_pod_max = amount_field("requested per-pod max", null=True, blank=True)
-    requested_priority_classes = models.JSONField(default=list, blank=True)
+    requested_guarantee = amount_field(_("requested guarantee"))
+    requested_cap = amount_field(_("requested cap"))
+    requested_per_pod_max = amount_field(_("requested per-pod max"), null=True, blank=True)
+    requested_priority_classes = models.JSONField(
+        default=list, blank=True, verbose_name=_("requested priority classes")
+    )
 
-    decided_guarantee = amount_field("decided guarantee", null=True, blank=True)
-    decided_cap = amount_field("decided cap", null=True, blank=True)
-    decided_per_pod_max = amount_field("decided per-pod max", null=True, blank=True)
-    decided_priority_classes = models.JSONField(null=True, blank=True)
+    decided_guarantee = amount_field(_("decided guarantee"), null=True, blank=True)
+    decided_cap = amount_field(_("decided cap"), null=True, blank=True)
+    decided_per_pod_max = amount_field(_("decided per-pod max"), null=True, blank=True)
+    decided_priority_classes = models.JSONField(
+        null=True, blank=True, verbose_name=_("decided priority classes")
+    )
     # Allocation version written when the request was applied (for a clean revert).
-    applied_version = models.PositiveIntegerField(null=True, blank=True)
+    applied_version = models.PositiveIntegerField(
+        null=True, blank=True, verbose_name=_("applied version")
+    )
 
     class Meta:
+        verbose_name = _("request line")
+        verbose_name_plural = _("request lines")
         ordering = ["request", "id"]
         constraints = [
             models.UniqueConstraint(
@@ -199,12 +249,21 @@ class RequestLine(models.Model):
 class Approval(models.Model):
     """One admin's yes; large changes need two distinct ones."""
 
-    request = models.ForeignKey(QuotaRequest, on_delete=models.CASCADE, related_name="approvals")
-    admin = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    comment = models.TextField(blank=True, max_length=COMMENT_MAX_LENGTH)
+    request = models.ForeignKey(
+        QuotaRequest, on_delete=models.CASCADE, related_name="approvals", verbose_name=_("request")
+    )
+    admin = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=_("admin"),
+    )
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    comment = models.TextField(blank=True, max_length=COMMENT_MAX_LENGTH, verbose_name=_("comment"))
 
     class Meta:
+        verbose_name = _("approval")
+        verbose_name_plural = _("approvals")
         ordering = ["request", "created_at"]
         constraints = [
             models.CheckConstraint(
@@ -222,45 +281,57 @@ class ApprovalPolicy(models.Model):
     """How requests touching a cluster are decided. Clusters without a row use the defaults."""
 
     cluster = models.OneToOneField(
-        "quotas.Cluster", on_delete=models.CASCADE, related_name="approval_policy"
+        "quotas.Cluster",
+        on_delete=models.CASCADE,
+        related_name="approval_policy",
+        verbose_name=_("cluster"),
     )
     auto_approve_decreases = models.BooleanField(
-        default=True, help_text="Requests that only lower guarantees and caps apply at once."
+        default=True,
+        help_text=_("Requests that only lower guarantees and caps apply at once."),
+        verbose_name=_("auto approve decreases"),
     )
     auto_approve_increase_max = amount_field(
-        "auto-approve increases up to",
+        _("auto-approve increases up to"),
         default=Decimal(1),
-        help_text="Increases of guarantee and cap up to this much per line are approved "
-        "automatically while capacity allows; 0 turns it off.",
+        help_text=_(
+            "Increases of guarantee and cap up to this much per line are approved "
+            "automatically while capacity allows; 0 turns it off."
+        ),
     )
     two_admins_above = amount_field(
-        "two admins above",
+        _("two admins above"),
         default=Decimal(4),
-        help_text="An increase of guarantee or cap above this much needs two distinct admins.",
+        help_text=_("An increase of guarantee or cap above this much needs two distinct admins."),
     )
     auto_approve_budget = amount_field(
-        "auto-approval budget per team",
+        _("auto-approval budget per team"),
         default=Decimal(2),
-        help_text="At most this much increase (summed over a team's requests) is approved "
-        "automatically per team on this cluster within the period; past it, increases wait "
-        "for an admin. 0 turns automatic increases off.",
+        help_text=_(
+            "At most this much increase (summed over a team's requests) is approved "
+            "automatically per team on this cluster within the period; past it, increases wait "
+            "for an admin. 0 turns automatic increases off."
+        ),
     )
     two_admins_for_higher_class = models.BooleanField(
-        "two admins for a higher priority class",
+        _("two admins for a higher priority class"),
         default=True,
-        help_text="Allowing a priority class valued above every class the allocation allows "
-        "(adding it, or lifting the class restriction) needs two distinct admins: it lets "
-        "the team preempt others. Off: one admin.",
+        help_text=_(
+            "Allowing a priority class valued above every class the allocation allows "
+            "(adding it, or lifting the class restriction) needs two distinct admins: it lets "
+            "the team preempt others. Off: one admin."
+        ),
     )
     auto_approve_period_days = models.PositiveSmallIntegerField(
-        "auto-approval budget period (days)",
+        _("auto-approval budget period (days)"),
         default=30,
         validators=[MinValueValidator(1)],
-        help_text="The window, in days, over which the auto-approval budget is counted.",
+        help_text=_("The window, in days, over which the auto-approval budget is counted."),
     )
 
     class Meta:
-        verbose_name_plural = "approval policies"
+        verbose_name = _("approval policy")
+        verbose_name_plural = _("approval policies")
         constraints = [
             models.CheckConstraint(
                 condition=Q(auto_approve_increase_max__gte=ZERO) & Q(two_admins_above__gte=ZERO),

@@ -2,6 +2,7 @@
 approvals.selectors.request_may, the answer the pages ask to show their buttons."""
 
 from django.contrib.auth.models import User
+from django.utils.translation import gettext as _
 
 from approvals.models import QuotaRequest
 from approvals.selectors import request_may
@@ -20,10 +21,13 @@ def require_may(
 def require_requester(user: User, request: QuotaRequest) -> None:
     """Edit (revise, submit): the requester, leads of the team and platform admins."""
     require_may(
-        user, request, "edit", f"only the requester or a lead of {request.team.slug} may do this"
+        user,
+        request,
+        "edit",
+        _("only the requester or a lead of %(team)s may do this") % {"team": request.team.slug},
     )
 
 
 def require_platform_admin(user: User) -> None:
     if not is_platform_admin(user):
-        raise PermissionDenied("only platform admins decide quota requests")
+        raise PermissionDenied(_("only platform admins decide quota requests"))

@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from approvals.selectors import requests_visible_to
@@ -20,7 +21,7 @@ from quotas.usage.suggestion_selectors import suggestions_visible_to
 def suggestion_request(request: HttpRequest, pk: int) -> HttpResponse:
     suggestion = suggestions_visible_to(request.user).filter(pk=pk).first()
     if suggestion is None:
-        raise Http404("no such suggestion")
+        raise Http404(_("no such suggestion"))
     submit = request.POST.get("submit") == "1"
     try:
         qr = request_from_suggestion(suggestion=suggestion, acting_user=request.user, submit=submit)
@@ -28,11 +29,14 @@ def suggestion_request(request: HttpRequest, pk: int) -> HttpResponse:
         raise DjangoPermissionDenied(exc.message) from None
     except ApplicationError as exc:
         # Refused (a rule the plan breaks now, or already requested): nothing was made.
-        messages.error(request, f"not requested: {exc.message}")
+        messages.error(request, _("not requested: %(problem)s") % {"problem": exc.message})
         earlier = exc.extra.get("request")
         if earlier and requests_visible_to(request.user).filter(pk=earlier).exists():
             return redirect("requests-detail", pk=earlier)
         return redirect("suggestions-list")
-    verb = "submitted" if submit else "saved as a draft"
-    messages.success(request, f"Request #{qr.pk} {verb} from the suggestion.")
+    if submit:
+        done = _("Request #%(id)s submitted from the suggestion.")
+    else:
+        done = _("Request #%(id)s saved as a draft from the suggestion.")
+    messages.success(request, done % {"id": qr.pk})
     return redirect("requests-detail", pk=qr.pk)

@@ -14,13 +14,21 @@ import django_filters
 from django import forms
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
+from django.utils.text import format_lazy
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import extend_schema_field
 
 
 def one_of(choices: Iterable[tuple[str, str]]) -> dict[str, str]:
     """The ``invalid_choice`` message of a fixed choice: names every allowed value."""
     allowed = ", ".join(value for value, _ in choices)
-    return {"invalid_choice": f"%(value)r is not one of {allowed}"}
+    # Lazy: the fields are made at import, the message is rendered in the request's language.
+    return {
+        "invalid_choice": format_lazy(
+            gettext_lazy("%(value)r is not one of {allowed}"), allowed=allowed
+        )
+    }
 
 
 class StrictBooleanField(forms.Field):
@@ -41,7 +49,7 @@ class StrictBooleanField(forms.Field):
         if text in self.FALSE:
             return False
         raise forms.ValidationError(
-            "%(value)r is not true or false", code="invalid", params={"value": value}
+            _("%(value)r is not true or false"), code="invalid", params={"value": value}
         )
 
 
@@ -84,7 +92,7 @@ class PortalFilterSet(django_filters.FilterSet):
                         self.add_error(
                             name,
                             forms.ValidationError(
-                                "give it once, got %(count)d values",
+                                _("give it once, got %(count)d values"),
                                 code="repeated",
                                 params={"count": count},
                             ),
@@ -127,7 +135,7 @@ class MomentField(forms.CharField):
             moment = None
         if moment is None:
             raise forms.ValidationError(
-                "give a time as ISO 8601 (2026-01-31T12:00:00Z) or a day, got %(value)r",
+                _("give a time as ISO 8601 (2026-01-31T12:00:00Z) or a day, got %(value)r"),
                 code="invalid",
                 params={"value": text},
             )
@@ -158,9 +166,20 @@ def period_form(start: str, end: str, *, max_days: int | None = None) -> type[fo
             if first is None or last is None:
                 return cleaned
             if last < first:
-                self.add_error(end, forms.ValidationError(f"must not be before {start}"))
+                self.add_error(
+                    end,
+                    forms.ValidationError(
+                        _("must not be before %(start)s"), params={"start": start}
+                    ),
+                )
             elif max_days is not None and (last - first).days >= max_days:
-                self.add_error(end, forms.ValidationError(f"at most {max_days} days from {start}"))
+                self.add_error(
+                    end,
+                    forms.ValidationError(
+                        _("at most %(days)s days from %(start)s"),
+                        params={"days": max_days, "start": start},
+                    ),
+                )
             return cleaned
 
     return PeriodForm

@@ -5,6 +5,7 @@ IdempotencyKey, also a row of this app, is defined with the code that uses it
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from common.api.idempotency import IdempotencyKey  # noqa: F401 - registered with this app
 
@@ -12,11 +13,13 @@ from common.api.idempotency import IdempotencyKey  # noqa: F401 - registered wit
 class WorkerHeartbeat(models.Model):
     """Last sign of life of each Celery worker, written by a periodic task."""
 
-    hostname = models.CharField(max_length=255, unique=True)
-    last_seen = models.DateTimeField()
-    beats = models.PositiveBigIntegerField(default=0)
+    hostname = models.CharField(max_length=255, unique=True, verbose_name=_("hostname"))
+    last_seen = models.DateTimeField(verbose_name=_("last seen"))
+    beats = models.PositiveBigIntegerField(default=0, verbose_name=_("beats"))
 
     class Meta:
+        verbose_name = _("worker heartbeat")
+        verbose_name_plural = _("worker heartbeats")
         ordering = ["-last_seen"]
 
     def __str__(self) -> str:
@@ -31,21 +34,35 @@ class ApiToken(models.Model):
     PREFIX = "gqp_"
 
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="api_tokens",
+        verbose_name=_("user"),
     )
-    name = models.CharField(max_length=100, help_text="What the token is for, e.g. ci-pipeline.")
+    name = models.CharField(
+        max_length=100,
+        help_text=_("What the token is for, e.g. ci-pipeline."),
+        verbose_name=_("name"),
+    )
     # Random and public; NULL (not "": unique) for tokens made before public ids (gqp_ + secret
     # only), which keep working until they expire.
-    public_id = models.CharField(max_length=16, unique=True, null=True, editable=False)  # noqa: DJ001
-    token_hash = models.CharField(max_length=64, unique=True, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField()
-    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
-    revoked_at = models.DateTimeField(null=True, blank=True)
+    public_id = models.CharField(  # noqa: DJ001
+        max_length=16, unique=True, null=True, editable=False, verbose_name=_("public id")
+    )
+    token_hash = models.CharField(
+        max_length=64, unique=True, editable=False, verbose_name=_("token hash")
+    )
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    expires_at = models.DateTimeField(verbose_name=_("expires at"))
+    last_used_at = models.DateTimeField(
+        null=True, blank=True, editable=False, verbose_name=_("last used at")
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True, verbose_name=_("revoked at"))
 
     class Meta:
+        verbose_name_plural = _("API tokens")
         ordering = ["-created_at"]
-        verbose_name = "API token"
+        verbose_name = _("API token")
 
     def __str__(self) -> str:
         return f"{self.name} ({self.label}) of {self.user}"

@@ -129,19 +129,22 @@ class TokenRefused(Exception):
 def api_token_user(token: str) -> tuple[User, ApiToken]:
     """The user a presented token stands for, or TokenRefused with the reason."""
     if not token.startswith(ApiToken.PREFIX):
-        raise TokenRefused("invalid API token")
+        raise TokenRefused(_("invalid API token"))
     digest = api_token_hash(token)
     row = ApiToken.objects.select_related("user").filter(token_hash=digest).first()
     # The lookup is by hash, so timing reveals nothing of the token; compare again anyway.
     if row is None or not hmac.compare_digest(row.token_hash, digest):
-        raise TokenRefused("invalid API token")
+        raise TokenRefused(_("invalid API token"))
     now = timezone.now()
     if row.revoked_at is not None:
-        raise TokenRefused(f"API token {row.label} was revoked")
+        raise TokenRefused(_("API token %(label)s was revoked") % {"label": row.label})
     if row.expires_at <= now:
-        raise TokenRefused(f"API token {row.label} expired at {row.expires_at.isoformat()}")
+        raise TokenRefused(
+            _("API token %(label)s expired at %(at)s")
+            % {"label": row.label, "at": row.expires_at.isoformat()}
+        )
     if not row.user.is_active:
-        raise TokenRefused(f"the user of API token {row.label} is inactive")
+        raise TokenRefused(_("the user of API token %(label)s is inactive") % {"label": row.label})
     if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=row.pk).update(last_used_at=now)
         row.last_used_at = now

@@ -10,6 +10,9 @@ import django_filters
 from django import forms
 from django.core.validators import RegexValidator
 from django.db.models import QuerySet
+from django.utils.text import format_lazy
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import extend_schema_field
 
 from common.errors import ValidationFailed
@@ -73,7 +76,7 @@ def resource_filter(field_name: str) -> django_filters.ModelChoiceFilter:
 
 NAME = RegexValidator(
     r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,252}$",
-    "a name of letters, digits, '.', '_', '-' and '/' (at most 253), got %(value)r",
+    gettext_lazy("a name of letters, digits, '.', '_', '-' and '/' (at most 253), got %(value)r"),
     code="invalid",
 )
 
@@ -134,7 +137,9 @@ class MonthField(forms.CharField):
             return parse_month(text)
         except ValidationFailed:
             raise forms.ValidationError(
-                "give a month as YYYY-MM, got %(value)r", code="invalid", params={"value": text}
+                _("give a month as YYYY-MM, got %(value)r"),
+                code="invalid",
+                params={"value": text},
             ) from None
 
 
@@ -212,7 +217,14 @@ def audit_text_filter(regex: str, what: str, **kwargs) -> django_filters.CharFil
     quotes, brackets), naming what it takes; a well-formed value that matches nothing is an
     empty list."""
     return django_filters.CharFilter(
-        validators=[RegexValidator(regex, f"{what}, got %(value)r", code="invalid")], **kwargs
+        validators=[
+            RegexValidator(
+                regex,
+                format_lazy(gettext_lazy("{what}, got %(value)r"), what=what),
+                code="invalid",
+            )
+        ],
+        **kwargs,
     )
 
 
@@ -227,7 +239,7 @@ class AuditEventFilterSet(PortalFilterSet):
 
     actor = audit_text_filter(
         r"^[\w.@+-]{1,150}\Z",
-        "a user name (letters, digits, '@', '.', '+', '-', '_'; at most 150)",
+        gettext_lazy("a user name (letters, digits, '@', '.', '+', '-', '_'; at most 150)"),
         field_name="actor_username",
         help_text="User name.",
     )
@@ -240,18 +252,18 @@ class AuditEventFilterSet(PortalFilterSet):
     )
     action = audit_text_filter(
         r"^[A-Za-z0-9_.-]{1,100}\Z",
-        "an action of letters, digits, '_', '-' and '.' (at most 100)",
+        gettext_lazy("an action of letters, digits, '_', '-' and '.' (at most 100)"),
         method="filter_action",
         help_text="An action (request.approval), or a prefix ending in a dot (request.).",
     )
     target_type = audit_text_filter(
         r"^[A-Za-z_][A-Za-z0-9_]{0,99}\Z",
-        "a kind of object such as QuotaRequest",
+        gettext_lazy("a kind of object such as QuotaRequest"),
         help_text="Kind of object acted on, e.g. QuotaRequest.",
     )
     target_id = audit_text_filter(
         r"^[\w.:@/-]{1,100}\Z",
-        "an id of letters, digits, '_', '.', ':', '@', '/' and '-' (at most 100)",
+        gettext_lazy("an id of letters, digits, '_', '.', ':', '@', '/' and '-' (at most 100)"),
         help_text="Id of the object acted on.",
     )
     since = MomentFilter(

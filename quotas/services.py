@@ -7,6 +7,7 @@ from decimal import Decimal, InvalidOperation
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F, Sum
+from django.utils.translation import gettext as _
 
 from common.amounts import format_amount
 from common.errors import ValidationFailed
@@ -38,11 +39,22 @@ def _amount(value: object, field: str) -> Decimal:
     try:
         amount = Decimal(str(value))
     except (InvalidOperation, ValueError) as exc:
-        raise ValidationFailed(f"{field} must be a number, got {value!r}", field=field) from exc
+        raise ValidationFailed(
+            _("%(field)s must be a number, got %(value)s") % {"field": field, "value": repr(value)},
+            field=field,
+        ) from exc
     if not amount.is_finite():
-        raise ValidationFailed(f"{field} must be a finite number, got {value!r}", field=field)
+        raise ValidationFailed(
+            _("%(field)s must be a finite number, got %(value)s")
+            % {"field": field, "value": repr(value)},
+            field=field,
+        )
     if amount < 0:
-        raise ValidationFailed(f"{field} must not be negative, got {amount:f}", field=field)
+        raise ValidationFailed(
+            _("%(field)s must not be negative, got %(value)s")
+            % {"field": field, "value": f"{amount:f}"},
+            field=field,
+        )
     return amount
 
 
@@ -66,14 +78,16 @@ def allocation_values_check(
             raise ValidationFailed(message, field=field)
     if g > c:
         raise ValidationFailed(
-            f"guarantee {format_amount(g)} exceeds cap {format_amount(c)} (guarantee ≤ cap)",
+            _("guarantee %(guarantee)s exceeds cap %(cap)s (guarantee ≤ cap)")
+            % {"guarantee": format_amount(g), "cap": format_amount(c)},
             field="guarantee",
         )
     if p is not None and p == 0:
-        raise ValidationFailed("per_pod_max must be positive or empty", field="per_pod_max")
+        raise ValidationFailed(_("per_pod_max must be positive or empty"), field="per_pod_max")
     if p is not None and p > c:
         raise ValidationFailed(
-            f"per_pod_max {format_amount(p)} exceeds cap {format_amount(c)} (per-pod max ≤ cap)",
+            _("per_pod_max %(per_pod_max)s exceeds cap %(cap)s (per-pod max ≤ cap)")
+            % {"per_pod_max": format_amount(p), "cap": format_amount(c)},
             field="per_pod_max",
         )
     return g, c, p
@@ -220,7 +234,9 @@ def cluster_set_sync_mode(
     if mode not in Cluster.SyncMode.values:
         allowed = ", ".join(Cluster.SyncMode.values)
         raise ValidationFailed(
-            f"sync_mode must be one of {allowed}, got {mode!r}", field="sync_mode"
+            _("sync_mode must be one of %(allowed)s, got %(mode)s")
+            % {"allowed": allowed, "mode": repr(mode)},
+            field="sync_mode",
         )
     with transaction.atomic():
         locked = lock_cluster(cluster.pk)
@@ -278,9 +294,16 @@ def cluster_capacity_check(*, cluster: Cluster, resource: Resource, capacity: ob
     ).aggregate(total=Sum("guarantee"))["total"] or Decimal(0)
     if amount < guaranteed:
         raise ValidationFailed(
-            f"capacity {format_amount(amount)} is below the {format_amount(guaranteed)} "
-            f"{resource.name} guaranteed "
-            f"on {cluster.name} (sum of guarantees ≤ capacity)",
+            _(
+                "capacity %(capacity)s is below the %(guaranteed)s %(resource)s guaranteed on "
+                "%(cluster)s (sum of guarantees ≤ capacity)"
+            )
+            % {
+                "capacity": format_amount(amount),
+                "guaranteed": format_amount(guaranteed),
+                "resource": resource.name,
+                "cluster": cluster.name,
+            },
             field="capacity",
         )
     return amount
@@ -352,8 +375,11 @@ def priority_class_save(
             for field in ("name", *PRIORITY_CLASS_IMMUTABLE):
                 if getattr(old, field) != getattr(priority_class, field):
                     raise ValidationFailed(
-                        f"{field} of priority class {old.name} cannot change (it is immutable "
-                        f"in Kubernetes); create a new class instead",
+                        _(
+                            "%(field)s of priority class %(name)s cannot change (it is immutable "
+                            "in Kubernetes); create a new class instead"
+                        )
+                        % {"field": field, "name": old.name},
                         field=field,
                     )
             before = _priority_class_state(old)
@@ -396,8 +422,15 @@ def priority_class_delete_problems(*, priority_class: PriorityClass) -> list[str
     if not using:
         return []
     return [
-        f"priority class {priority_class.name} is allowed by {len(using)} allocation(s): "
-        f"{', '.join(using[:10])}{' …' if len(using) > 10 else ''}; change them by request first"
+        _(
+            "priority class %(name)s is allowed by %(count)s allocation(s): %(allocations)s; "
+            "change them by request first"
+        )
+        % {
+            "name": priority_class.name,
+            "count": len(using),
+            "allocations": ", ".join(using[:10]) + (" …" if len(using) > 10 else ""),
+        }
     ]
 
 
@@ -446,9 +479,16 @@ def cluster_capacity_delete_problems(*, capacity: ClusterCapacity) -> list[str]:
         )
     )
     return [
-        f"{count} allocation(s) of {capacity.resource.name} exist on {capacity.cluster.name} "
-        f"({', '.join(names)}{' …' if count > 10 else ''}): a resource leaves a cluster once "
-        "no namespace there has an allocation of it"
+        _(
+            "%(count)s allocation(s) of %(resource)s exist on %(cluster)s (%(namespaces)s): a "
+            "resource leaves a cluster once no namespace there has an allocation of it"
+        )
+        % {
+            "count": count,
+            "resource": capacity.resource.name,
+            "cluster": capacity.cluster.name,
+            "namespaces": ", ".join(names) + (" …" if count > 10 else ""),
+        }
     ]
 
 

@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.utils.dateparse import parse_date
+from django.utils.translation import gettext as _
 
 from common.errors import ValidationFailed
 from quotas.filtersets import SuggestionFilterSet
@@ -95,13 +96,16 @@ def _usage_params(user, params) -> dict:
     name = (params.get("cluster") or "").strip()
     cluster = clusters.filter(name=name).first() if name else clusters.first()
     if name and cluster is None:
-        raise ValidationFailed(f"cluster: no cluster named {name!r}", field="cluster")
+        raise ValidationFailed(
+            _("cluster: no cluster named %(name)s") % {"name": repr(name)}, field="cluster"
+        )
     team = None
     if slug := (params.get("team") or "").strip():
         team = teams_visible_to(user).filter(slug=slug).first()
         if team is None:
             raise ValidationFailed(
-                f"team: no team {slug!r} among the teams you may see", field="team"
+                _("team: no team %(team)s among the teams you may see") % {"team": repr(slug)},
+                field="team",
             )
     today = timezone.localdate()
     dates = {}
@@ -109,7 +113,11 @@ def _usage_params(user, params) -> dict:
         text = (params.get(key) or "").strip()
         value = parse_date(text) if text else default
         if value is None:
-            raise ValidationFailed(f"{key}: give a day as YYYY-MM-DD, got {text!r}", field=key)
+            raise ValidationFailed(
+                _("%(field)s: give a day as YYYY-MM-DD, got %(value)s")
+                % {"field": key, "value": repr(text)},
+                field=key,
+            )
         dates[key] = value
     canary_period_check(dates["start"], dates["end"])
     return {"cluster": cluster, "team": team, **dates}

@@ -11,6 +11,7 @@ so no change can slip in between the check and the write.
 import re
 
 from django.db.models import Max
+from django.utils.translation import gettext as _
 
 from approvals.models import QuotaRequest
 from common.errors import ApplicationError
@@ -63,15 +64,20 @@ def request_if_match(*, request_id: int, header: str | None) -> None:
         for e in (_events(request_id).filter(seq__gt=since) if since is not None else [])
     ]
     if changes:
-        said = "; ".join(
-            f"{c['action']} by {c['actor'] or 'the portal'} at {c['at'][:19]}" for c in changes
+        said = _("; ").join(
+            _("%(action)s by %(actor)s at %(at)s")
+            % {"action": c["action"], "actor": c["actor"] or _("the portal"), "at": c["at"][:19]}
+            for c in changes
         )
-        message = f"If-Match: request #{request_id} changed since your copy: {said}"
+        message = _("If-Match: request #%(id)s changed since your copy: %(changes)s") % {
+            "id": request_id,
+            "changes": said,
+        }
     else:
-        message = (
-            f"If-Match: {header!r} is not a tag of request #{request_id} "
-            f"(its current tag is {current}); read it again"
-        )
+        message = _(
+            "If-Match: %(header)s is not a tag of request #%(id)s (its current tag is "
+            "%(etag)s); read it again"
+        ) % {"header": repr(header), "id": request_id, "etag": current}
     raise PreconditionFailed(
         message,
         field="If-Match",

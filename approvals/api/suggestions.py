@@ -2,6 +2,7 @@
 submitted with ``{"submit": true}``), answered with the request."""
 
 from django.http import Http404
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -38,7 +39,7 @@ class SuggestionRequest(IdempotentMixin, APIView):
         body.is_valid(raise_exception=True)
         suggestion = suggestions_visible_to(request.user).filter(pk=pk).first()
         if suggestion is None:
-            raise Http404("no such suggestion")
+            raise Http404(_("no such suggestion"))
         qr = request_from_suggestion(
             suggestion=suggestion, acting_user=request.user, submit=body.validated_data["submit"]
         )

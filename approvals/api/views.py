@@ -7,6 +7,7 @@ a request they cannot see.
 
 from django.db import transaction
 from django.db.models import Prefetch, QuerySet
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import generics, status
 from rest_framework.exceptions import NotFound
@@ -55,14 +56,16 @@ def _requests_for(user) -> QuerySet[QuotaRequest]:
 def _visible_request(user, pk: int) -> QuotaRequest:
     found = _requests_for(user).filter(pk=pk).first()
     if found is None:
-        raise NotFound(f"request #{pk} does not exist or is not visible to you")
+        raise NotFound(_("request #%(id)s does not exist or is not visible to you") % {"id": pk})
     return found
 
 
 def _team(user, slug: str) -> Team:
     team = teams_visible_to(user).filter(slug=slug).first()
     if team is None:
-        raise ValidationFailed(f"team: unknown team {slug!r}", field="team")
+        raise ValidationFailed(
+            _("team: unknown team %(team)s") % {"team": repr(slug)}, field="team"
+        )
     return team
 
 
@@ -75,14 +78,19 @@ def _line_inputs(user, lines: list[dict]) -> list[LineInput]:
         ns = namespaces.filter(cluster__name=line["cluster"], name=line["namespace"]).first()
         if ns is None:
             raise ValidationFailed(
-                f"{where}.namespace: unknown namespace {line['namespace']!r} "
-                f"on cluster {line['cluster']!r}",
+                _("%(field)s: unknown namespace %(namespace)s on cluster %(cluster)s")
+                % {
+                    "field": f"{where}.namespace",
+                    "namespace": repr(line["namespace"]),
+                    "cluster": repr(line["cluster"]),
+                },
                 field=f"{where}.namespace",
             )
         resource = Resource.objects.filter(name=line["resource"]).first()
         if resource is None:
             raise ValidationFailed(
-                f"{where}.resource: unknown resource {line['resource']!r}",
+                _("%(field)s: unknown resource %(resource)s")
+                % {"field": f"{where}.resource", "resource": repr(line["resource"])},
                 field=f"{where}.resource",
             )
         inputs.append(

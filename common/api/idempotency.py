@@ -21,6 +21,10 @@ request again (a request refused as stale can be fixed and retried with the same
 for after the commit (syncs, notifications) starts once the answer is committed too. Keys
 expire ``IDEMPOTENCY_KEY_HOURS`` after first use; an expired key is as good as new.
 
+A replay answers with the body stored for the first request, in that request's language: its
+texts (a request's findings, labels) are not rendered again for the retry's Accept-Language.
+A client retries with the headers it sent the first time, so both agree in practice.
+
 The services' own transactions become savepoints of this one; the only row it holds while a
 view reads a cluster (the usage snapshot of a submit) is its own key's, which only a retry of
 the same request waits for.
@@ -36,6 +40,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, OperationalError, connection, models, transaction
 from django.http.request import RawPostDataException
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -78,20 +83,33 @@ class IdempotencyKey(models.Model):
         DONE = "done", _("done")
 
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="idempotency_keys"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="idempotency_keys",
+        verbose_name=_("user"),
     )
-    key = models.CharField(max_length=255)
-    fingerprint = models.CharField(max_length=64)
-    method = models.CharField(max_length=10)
-    path = models.CharField(max_length=500)
-    state = models.CharField(max_length=12, choices=State.choices, default=State.IN_PROGRESS)
-    created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField(db_index=True)
-    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
-    response_body = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
-    response_headers = models.JSONField(default=dict, blank=True)
+    key = models.CharField(max_length=255, verbose_name=_("key"))
+    fingerprint = models.CharField(max_length=64, verbose_name=_("fingerprint"))
+    method = models.CharField(max_length=10, verbose_name=_("method"))
+    path = models.CharField(max_length=500, verbose_name=_("path"))
+    state = models.CharField(
+        max_length=12, choices=State.choices, default=State.IN_PROGRESS, verbose_name=_("state")
+    )
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    expires_at = models.DateTimeField(db_index=True, verbose_name=_("expires at"))
+    response_status = models.PositiveSmallIntegerField(
+        null=True, blank=True, verbose_name=_("response status")
+    )
+    response_body = models.JSONField(
+        null=True, blank=True, encoder=DjangoJSONEncoder, verbose_name=_("response body")
+    )
+    response_headers = models.JSONField(
+        default=dict, blank=True, verbose_name=_("response headers")
+    )
 
     class Meta:
+        verbose_name = _("idempotency key")
+        verbose_name_plural = _("idempotency keys")
         app_label = "portal"
         ordering = ["-created_at"]
         constraints = [
@@ -123,7 +141,8 @@ def request_fingerprint(*, method: str, path: str, body: bytes) -> str:
 def _check_key(key: str) -> str:
     if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable() or not key.isascii():
         raise ValidationFailed(
-            f"{HEADER}: give 1 to {MAX_KEY_LENGTH} printable ASCII characters (a UUID is best)",
+            gettext("%(header)s: give 1 to %(max)s printable ASCII characters (a UUID is best)")
+            % {"header": HEADER, "max": MAX_KEY_LENGTH},
             field=HEADER,
             extra={"code": "invalid_idempotency_key"},
         )
@@ -159,7 +178,8 @@ def idempotency_claim(
             if not _lock_timed_out(exc):
                 raise
             raise IdempotencyInProgress(
-                f"{HEADER}: a request with key {key!r} is still in progress; retry later",
+                gettext("%(header)s: a request with key %(key)s is still in progress; retry later")
+                % {"header": HEADER, "key": repr(key)},
                 field=HEADER,
                 extra={"code": "idempotency_in_progress", "retry_after": 1},
             ) from None
@@ -167,9 +187,17 @@ def idempotency_claim(
             continue  # expired and removed meanwhile: claim it again
         if row.fingerprint != fingerprint:
             raise IdempotencyKeyReused(
-                f"{HEADER}: key {key!r} was used for another request ({row.method} {row.path} "
-                f"with another body at {row.created_at:%Y-%m-%d %H:%M:%S} UTC); "
-                "use a new key for a new request",
+                gettext(
+                    "%(header)s: key %(key)s was used for another request (%(method)s %(path)s "
+                    "with another body at %(at)s UTC); use a new key for a new request"
+                )
+                % {
+                    "header": HEADER,
+                    "key": repr(key),
+                    "method": row.method,
+                    "path": row.path,
+                    "at": f"{row.created_at:%Y-%m-%d %H:%M:%S}",
+                },
                 field=HEADER,
                 extra={"code": "idempotency_key_reused"},
             )
@@ -179,7 +207,8 @@ def idempotency_claim(
         # keys outside the work's transaction. Nothing holds it: take it over.
         IdempotencyKey.objects.filter(pk=row.pk, state=IdempotencyKey.State.IN_PROGRESS).delete()
     raise IdempotencyInProgress(
-        f"{HEADER}: key {key!r} keeps changing hands; retry later",
+        gettext("%(header)s: key %(key)s keeps changing hands; retry later")
+        % {"header": HEADER, "key": repr(key)},
         field=HEADER,
         extra={"code": "idempotency_in_progress", "retry_after": 1},
     )
@@ -220,6 +249,8 @@ def idempotency_complete(*, row: IdempotencyKey, response: Response) -> None:
 
 
 def replayed_response(row: IdempotencyKey) -> Response:
+    """The stored answer as it was: its body is in the first request's language, whatever
+    language the retry asks for (texts are not rendered again)."""
     response = Response(row.response_body, status=row.response_status)
     for name, value in row.response_headers.items():
         response[name] = value

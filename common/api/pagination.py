@@ -10,6 +10,7 @@ rather than reading the first page over and over.
 
 from django.conf import settings
 from django.core.paginator import InvalidPage
+from django.utils.translation import gettext as _
 from rest_framework.pagination import PageNumberPagination
 
 from common.errors import ApplicationError, ValidationFailed
@@ -27,14 +28,16 @@ def _positive_int(params, name: str) -> int | None:
         return None
     if len(params.getlist(name)) > 1:
         raise ValidationFailed(
-            f"{name}: give it once, got {len(params.getlist(name))} values",
+            _("%(field)s: give it once, got %(count)s values")
+            % {"field": name, "count": len(params.getlist(name))},
             field=name,
             extra={"code": "repeated"},
         )
     text = text.strip()
     if not text.isascii() or not text.isdigit() or int(text) < 1:
         raise ValidationFailed(
-            f"{name}: must be a positive integer, got {text!r}",
+            _("%(field)s: must be a positive integer, got %(value)s")
+            % {"field": name, "value": repr(text)},
             field=name,
             extra={"code": "invalid"},
         )
@@ -63,7 +66,8 @@ class ApiPagination(PageNumberPagination):
             return self.page_size
         if size > self.max_page_size:
             raise ValidationFailed(
-                f"page_size: at most {self.max_page_size}, got {size}",
+                _("page_size: at most %(max)s, got %(size)s")
+                % {"max": self.max_page_size, "size": size},
                 field="page_size",
                 extra={"code": "max_value", "max": self.max_page_size},
             )
@@ -73,8 +77,11 @@ class ApiPagination(PageNumberPagination):
         for old in ("limit", "offset"):
             if old in request.query_params:
                 raise ValidationFailed(
-                    f"{old}: not supported; lists are paged with page and page_size "
-                    f"(at most {self.max_page_size})",
+                    _(
+                        "%(field)s: not supported; lists are paged with page and page_size "
+                        "(at most %(max)s)"
+                    )
+                    % {"field": old, "max": self.max_page_size},
                     field=old,
                     extra={"code": "unsupported"},
                 )
@@ -85,7 +92,8 @@ class ApiPagination(PageNumberPagination):
             self.page = paginator.page(number)
         except InvalidPage:
             raise PageNotFound(
-                f"page: no page {number}; the last is {paginator.num_pages}",
+                _("page: no page %(number)s; the last is %(last)s")
+                % {"number": number, "last": paginator.num_pages},
                 field="page",
                 extra={"code": "not_found", "pages": paginator.num_pages},
             ) from None

@@ -1,5 +1,6 @@
 """``Authorization: Bearer gqp_...`` authentication for the REST API."""
 
+from django.utils.translation import gettext as _
 from rest_framework import authentication, exceptions
 
 from portal.api.throttling import token_failure_record, token_failures_check
@@ -18,11 +19,11 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         token_failures_check(request)
         try:
             if len(header) != 2:
-                raise TokenRefused("malformed Authorization header: expected 'Bearer <token>'")
+                raise TokenRefused(_("malformed Authorization header: expected 'Bearer <token>'"))
             try:
                 token = header[1].decode()
             except UnicodeError:
-                raise TokenRefused("invalid API token") from None
+                raise TokenRefused(_("invalid API token")) from None
             return api_token_user(token)
         except TokenRefused as exc:
             token_failure_record(request)

@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.utils.translation import gettext as _
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -41,7 +42,7 @@ def field_errors(detail: Any, prefix: str = "") -> list[dict[str, str]]:
 def _validation_response(detail: Any, status_code: int = status.HTTP_400_BAD_REQUEST) -> Response:
     errors = field_errors(detail)
     if not errors:
-        return Response({"message": "invalid input", "extra": {}}, status=status_code)
+        return Response({"message": _("invalid input"), "extra": {}}, status=status_code)
     first = errors[0]
     message = f"{first['field']}: {first['message']}" if first["field"] else first["message"]
     extra: dict[str, Any] = {"errors": errors}
@@ -57,7 +58,7 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         return Response(
             {
-                "message": f"body: request body larger than {limit} bytes",
+                "message": _("body: request body larger than %(limit)s bytes") % {"limit": limit},
                 "extra": {"field": "body", "code": "too_large"},
             },
             status=status.HTTP_400_BAD_REQUEST,
@@ -81,7 +82,7 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     else:
         message = str(detail if detail is not None else exc)
     if not message:  # e.g. a 404 raised without words (an unknown ?format=)
-        message = str(getattr(exc, "default_detail", "")) or "request refused"
+        message = str(getattr(exc, "default_detail", "")) or _("request refused")
     extra: dict[str, Any] = {}
     code = getattr(exc, "default_code", None)
     if code:

@@ -6,6 +6,7 @@ PostgreSQL. The body size is bounded too: DRF reads the raw stream, around Djang
 """
 
 from django.conf import settings
+from django.utils.translation import gettext as _
 from rest_framework.parsers import JSONParser
 from rest_framework.utils import json
 
@@ -23,11 +24,11 @@ def _path(parent: str, key: object) -> str:
 
 def _bad_text(text: str) -> str | None:
     if "\x00" in text:
-        return "must not contain NUL (\\x00) characters"
+        return _("must not contain NUL (\\x00) characters")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return "must be valid Unicode (it holds a lone surrogate such as \\ud800)"
+        return _("must be valid Unicode (it holds a lone surrogate such as \\ud800)")
     return None
 
 
@@ -39,7 +40,8 @@ def check_parsed(data: object) -> None:
         if isinstance(value, dict | list):
             if depth > MAX_DEPTH:
                 raise ValidationFailed(
-                    f"{path or 'body'}: JSON nested deeper than {MAX_DEPTH} levels",
+                    _("%(field)s: JSON nested deeper than %(depth)s levels")
+                    % {"field": path or "body", "depth": MAX_DEPTH},
                     field=path or "body",
                     extra={"code": "too_deep"},
                 )
@@ -48,7 +50,8 @@ def check_parsed(data: object) -> None:
                 child = _path(path, key)
                 if isinstance(key, str) and (problem := _bad_text(key)):
                     raise ValidationFailed(
-                        f"{path or 'body'}: a key {problem}",
+                        _("%(field)s: a key %(problem)s")
+                        % {"field": path or "body", "problem": problem},
                         field=path or "body",
                         extra={"code": "invalid_text"},
                     )
@@ -56,7 +59,9 @@ def check_parsed(data: object) -> None:
         elif isinstance(value, str) and (problem := _bad_text(value)):
             field = path or "body"
             raise ValidationFailed(
-                f"{field}: {problem}", field=field, extra={"code": "invalid_text"}
+                _("%(field)s: %(problem)s") % {"field": field, "problem": problem},
+                field=field,
+                extra={"code": "invalid_text"},
             )
 
 
@@ -66,7 +71,7 @@ class StrictJSONParser(JSONParser):
         raw = b"" if stream is None else stream.read(-1 if limit is None else limit + 1)
         if limit is not None and len(raw) > limit:
             raise ValidationFailed(
-                f"body: request body larger than {limit} bytes",
+                _("body: request body larger than %(limit)s bytes") % {"limit": limit},
                 field="body",
                 extra={"code": "too_large"},
             )
@@ -75,13 +80,16 @@ class StrictJSONParser(JSONParser):
             data = json.loads(raw.decode(encoding), parse_constant=json.strict_constant)
         except RecursionError:
             raise ValidationFailed(
-                f"body: JSON nested deeper than {MAX_DEPTH} levels",
+                _("%(field)s: JSON nested deeper than %(depth)s levels")
+                % {"field": "body", "depth": MAX_DEPTH},
                 field="body",
                 extra={"code": "too_deep"},
             ) from None
         except (ValueError, LookupError) as exc:
             raise ValidationFailed(
-                f"body: JSON parse error - {exc}", field="body", extra={"code": "parse_error"}
+                _("body: JSON parse error - %(error)s") % {"error": exc},
+                field="body",
+                extra={"code": "parse_error"},
             ) from None
         check_parsed(data)
         return data

@@ -11,6 +11,7 @@ import math
 import time
 
 from django.core.cache import cache
+from django.utils.translation import gettext as _
 from rest_framework.exceptions import Throttled
 from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
@@ -97,7 +98,8 @@ def token_failures_check(request) -> None:
     wait = window_hit("token_failure", client_address(request) or "unknown", count=False)
     if wait is not None:
         raise Throttled(
-            wait=math.ceil(wait), detail="too many failed API token attempts from this address."
+            wait=math.ceil(wait),
+            detail=_("too many failed API token attempts from this address."),
         )
 
 

@@ -3,6 +3,7 @@ pages: ``GET namespaces/?cluster=&team=``, ``GET allocations/<id>/`` and
 ``GET allocations/<id>/versions/`` (every kept version, newest first)."""
 
 from django.http import Http404
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics, serializers
 
@@ -65,7 +66,7 @@ class NamespaceList(generics.ListAPIView):
 def _visible_allocation(user, pk: int) -> Allocation:
     allocation = allocations_visible_to(user).filter(pk=pk).first()
     if allocation is None:
-        raise Http404(f"allocation #{pk} does not exist or is not visible to you")
+        raise Http404(_("allocation #%(id)s does not exist or is not visible to you") % {"id": pk})
     return allocation
 
 

@@ -4,6 +4,7 @@ auditors, as the list and the home page). Never its connection: no kubeconfig pa
 sandbox address or credentials."""
 
 from django.http import Http404
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics
 
@@ -29,7 +30,7 @@ class ClusterDetail(OverviewOnly, generics.RetrieveAPIView):
     def get_object(self) -> Cluster:
         cluster = Cluster.objects.filter(name=self.kwargs["name"]).first()
         if cluster is None:
-            raise Http404(f"no cluster named {self.kwargs['name']!r}")
+            raise Http404(_("no cluster named %(name)s") % {"name": repr(self.kwargs["name"])})
         return cluster
 
     def get_serializer_context(self):

@@ -4,6 +4,7 @@ same selectors and filters as the pages."""
 
 from django.http import Http404
 from django.utils.dateparse import parse_date
+from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -103,7 +104,7 @@ class SuggestionDetail(generics.RetrieveAPIView):
     def get_object(self):
         suggestion = suggestions_visible_to(self.request.user).filter(pk=self.kwargs["pk"]).first()
         if suggestion is None:
-            raise Http404("no such suggestion")
+            raise Http404(_("no such suggestion"))
         return suggestion
 
 
@@ -111,7 +112,11 @@ def _day(params, key: str):
     text = (params.get(key) or "").strip()
     value = parse_date(text) if text else None
     if value is None:
-        raise ValidationFailed(f"{key}: give a day as YYYY-MM-DD, got {text!r}", field=key)
+        raise ValidationFailed(
+            _("%(field)s: give a day as YYYY-MM-DD, got %(value)s")
+            % {"field": key, "value": repr(text)},
+            field=key,
+        )
     return value
 
 
@@ -157,16 +162,19 @@ class CanaryMetrics(APIView):
         params = request.query_params
         name = (params.get("cluster") or "").strip()
         if not name:
-            raise ValidationFailed("cluster: required (a cluster name)", field="cluster")
+            raise ValidationFailed(_("cluster: required (a cluster name)"), field="cluster")
         cluster = Cluster.objects.filter(name=name).first()
         if cluster is None:
-            raise ValidationFailed(f"cluster: no cluster named {name!r}", field="cluster")
+            raise ValidationFailed(
+                _("cluster: no cluster named %(name)s") % {"name": repr(name)}, field="cluster"
+            )
         team = None
         if slug := (params.get("team") or "").strip():
             team = teams_visible_to(request.user).filter(slug=slug).first()
             if team is None:
                 raise ValidationFailed(
-                    f"team: no team {slug!r} among the teams you may see", field="team"
+                    _("team: no team %(team)s among the teams you may see") % {"team": repr(slug)},
+                    field="team",
                 )
         start, end = _day(params, "start"), _day(params, "end")
         rows = canary_metrics(user=request.user, cluster=cluster, team=team, start=start, end=end)

@@ -3,6 +3,7 @@
 drifted or failed, and ``GET drift/?cluster=&restored=`` (objects found changed by others)."""
 
 from django.http import Http404
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics, serializers
 
@@ -104,7 +105,7 @@ class SyncRunDetail(OverviewOnly, generics.RetrieveAPIView):
             .first()
         )
         if run is None:
-            raise Http404(f"no sync run #{self.kwargs['pk']}")
+            raise Http404(_("no sync run #%(id)s") % {"id": self.kwargs["pk"]})
         return run
 
 

@@ -3,6 +3,7 @@ the same FilterSets (quotas/filtersets.py)."""
 
 from collections import defaultdict
 
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics
 
@@ -29,7 +30,7 @@ from quotas.selectors import (
 
 def _require_overview(user) -> None:
     if not sees_everything(user):
-        raise PermissionDenied("only platform admins and auditors see the whole plan")
+        raise PermissionDenied(_("only platform admins and auditors see the whole plan"))
 
 
 class OverviewOnly:

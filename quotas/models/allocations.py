@@ -4,6 +4,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
+from django.utils.translation import gettext_lazy as _
 
 from quotas.models.fields import ZERO, amount_field
 
@@ -36,11 +37,16 @@ def _amount_constraints(prefix: str) -> list[models.BaseConstraint]:
 
 
 class AllocationValues(models.Model):
-    guarantee = amount_field("guarantee", help_text="Floor that is always available.")
-    cap = amount_field("cap", help_text="Hard ceiling; borrows up to it when others are idle.")
-    per_pod_max = amount_field("per-pod max", null=True, blank=True)
+    guarantee = amount_field(_("guarantee"), help_text=_("Floor that is always available."))
+    cap = amount_field(
+        _("cap"), help_text=_("Hard ceiling; borrows up to it when others are idle.")
+    )
+    per_pod_max = amount_field(_("per-pod max"), null=True, blank=True)
     priority_classes = models.JSONField(
-        default=list, blank=True, help_text="Names of the PriorityClasses pods may use."
+        default=list,
+        blank=True,
+        help_text=_("Names of the PriorityClasses pods may use."),
+        verbose_name=_("priority classes"),
     )
 
     class Meta:
@@ -51,18 +57,31 @@ class Allocation(AllocationValues):
     """The current entitlement; every change also writes an AllocationVersion."""
 
     team_namespace = models.ForeignKey(
-        "quotas.TeamNamespace", on_delete=models.CASCADE, related_name="allocations"
+        "quotas.TeamNamespace",
+        on_delete=models.CASCADE,
+        related_name="allocations",
+        verbose_name=_("team namespace"),
     )
     resource = models.ForeignKey(
-        "quotas.Resource", on_delete=models.PROTECT, related_name="allocations"
+        "quotas.Resource",
+        on_delete=models.PROTECT,
+        related_name="allocations",
+        verbose_name=_("resource"),
     )
-    version = models.PositiveIntegerField(default=1)
-    updated_at = models.DateTimeField(auto_now=True)
+    version = models.PositiveIntegerField(default=1, verbose_name=_("version"))
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
     updated_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("updated by"),
     )
 
     class Meta:
+        verbose_name = _("allocation")
+        verbose_name_plural = _("allocations")
         ordering = ["team_namespace__cluster__name", "team_namespace__name", "resource__name"]
         constraints = [
             models.UniqueConstraint(
@@ -88,17 +107,26 @@ class Allocation(AllocationValues):
 class AllocationVersion(AllocationValues):
     """One kept state of an allocation: who changed it, when and why."""
 
-    allocation = models.ForeignKey(Allocation, on_delete=models.CASCADE, related_name="versions")
-    version = models.PositiveIntegerField()
-    changed_at = models.DateTimeField(auto_now_add=True)
-    changed_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    allocation = models.ForeignKey(
+        Allocation, on_delete=models.CASCADE, related_name="versions", verbose_name=_("allocation")
     )
-    reason = models.TextField(blank=True)
+    version = models.PositiveIntegerField(verbose_name=_("version"))
+    changed_at = models.DateTimeField(auto_now_add=True, verbose_name=_("changed at"))
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("changed by"),
+    )
+    reason = models.TextField(blank=True, verbose_name=_("reason"))
     # Where the change came from, e.g. "request:42", "seed_demo", "django-admin".
-    source = models.CharField(max_length=100, blank=True)
+    source = models.CharField(max_length=100, blank=True, verbose_name=_("source"))
 
     class Meta:
+        verbose_name = _("allocation version")
+        verbose_name_plural = _("allocation versions")
         ordering = ["allocation", "-version"]
         constraints = [
             models.UniqueConstraint(

@@ -30,81 +30,114 @@ class Cluster(models.Model):
         IN_CLUSTER = "in_cluster", _("in-cluster service account")
         SANDBOX = "sandbox", _("sandbox API server (demo and tests)")
 
-    name = models.SlugField(max_length=63, unique=True, validators=[dns1123_label_validator])
-    display_name = models.CharField(max_length=200, blank=True)
-    description = models.TextField(blank=True)
+    name = models.SlugField(
+        max_length=63, unique=True, validators=[dns1123_label_validator], verbose_name=_("name")
+    )
+    display_name = models.CharField(max_length=200, blank=True, verbose_name=_("display name"))
+    description = models.TextField(blank=True, verbose_name=_("description"))
     environment = models.CharField(
-        max_length=16, choices=Environment.choices, default=Environment.TEST
+        max_length=16,
+        choices=Environment.choices,
+        default=Environment.TEST,
+        verbose_name=_("environment"),
     )
     connection = models.CharField(
-        max_length=16, choices=Connection.choices, default=Connection.SANDBOX
+        max_length=16,
+        choices=Connection.choices,
+        default=Connection.SANDBOX,
+        verbose_name=_("connection"),
     )
     # The path to a kubeconfig mounted into the portal; the file (which holds credentials) is
     # never stored or shown by the portal, only its location.
-    kubeconfig_path = models.CharField(max_length=500, blank=True)
-    kubeconfig_context = models.CharField(max_length=200, blank=True)
+    kubeconfig_path = models.CharField(
+        max_length=500, blank=True, verbose_name=_("kubeconfig path")
+    )
+    kubeconfig_context = models.CharField(
+        max_length=200, blank=True, verbose_name=_("kubeconfig context")
+    )
     # Only for the sandbox connection: where the sandbox API listens (defaults to KUBE_SANDBOX_URL).
-    sandbox_url = models.URLField(blank=True)
+    sandbox_url = models.URLField(blank=True, verbose_name=_("sandbox url"))
 
     # ResourceQuotas are always written; these add scheduler queues.
-    volcano_enabled = models.BooleanField("Volcano", default=False)
-    kueue_enabled = models.BooleanField("Kueue", default=False)
-    yunikorn_enabled = models.BooleanField("YuniKorn", default=False)
+    volcano_enabled = models.BooleanField(_("Volcano"), default=False)
+    kueue_enabled = models.BooleanField(_("Kueue"), default=False)
+    yunikorn_enabled = models.BooleanField(_("YuniKorn"), default=False)
 
     class SyncMode(models.TextChoices):
         ENFORCE = "enforce", _("enforce: write changes, restore drift")
         REPORT_ONLY = "report_only", _("report only: write changes, report drift without restoring")
         SHADOW = "shadow", _("shadow: compute and report, write nothing")
 
-    sync_mode = models.CharField(max_length=12, choices=SyncMode.choices, default=SyncMode.ENFORCE)
+    sync_mode = models.CharField(
+        max_length=12,
+        choices=SyncMode.choices,
+        default=SyncMode.ENFORCE,
+        verbose_name=_("sync mode"),
+    )
     kueue_cohort = models.CharField(
-        max_length=63, default="portal", validators=[dns1123_label_validator]
+        max_length=63,
+        default="portal",
+        validators=[dns1123_label_validator],
+        verbose_name=_("kueue cohort"),
     )
     yunikorn_namespace = models.CharField(
-        max_length=63, default="yunikorn", validators=[dns1123_label_validator]
+        max_length=63,
+        default="yunikorn",
+        validators=[dns1123_label_validator],
+        verbose_name=_("yunikorn namespace"),
     )
     # Kueue holds every pod whose cpu or memory no ClusterQueue covers, so every ClusterQueue
     # covers them; the pool they borrow from sits in the root Cohort (see quotas/kube/render.py).
     kueue_cpu_pool = models.DecimalField(
-        "Kueue cpu pool (cores)",
+        _("Kueue cpu pool (cores)"),
         max_digits=12,
         decimal_places=3,
         null=True,
         blank=True,
         validators=[MinValueValidator(Decimal("0"))],
-        help_text="The cpu Kueue may admit in the whole cluster. Empty: the cluster's cpu "
-        "capacity when one is recorded, otherwise unbounded (Kueue then gates only what the "
-        "portal allocates and leaves cpu to the node scheduler).",
+        help_text=_(
+            "The cpu Kueue may admit in the whole cluster. Empty: the cluster's cpu "
+            "capacity when one is recorded, otherwise unbounded (Kueue then gates only what the "
+            "portal allocates and leaves cpu to the node scheduler)."
+        ),
     )
     kueue_memory_pool_gib = models.DecimalField(
-        "Kueue memory pool (GiB)",
+        _("Kueue memory pool (GiB)"),
         max_digits=12,
         decimal_places=3,
         null=True,
         blank=True,
         validators=[MinValueValidator(Decimal("0"))],
-        help_text="The memory Kueue may admit in the whole cluster, in GiB. Empty: the "
-        "cluster's memory capacity when one is recorded, otherwise unbounded.",
+        help_text=_(
+            "The memory Kueue may admit in the whole cluster, in GiB. Empty: the "
+            "cluster's memory capacity when one is recorded, otherwise unbounded."
+        ),
     )
     # Bumped whenever the desired state changes; written on objects so an older sync can
     # never overwrite what a newer one wrote.
-    plan_generation = models.PositiveBigIntegerField(default=0, editable=False)
+    plan_generation = models.PositiveBigIntegerField(
+        default=0, editable=False, verbose_name=_("plan generation")
+    )
 
     max_cap_share = models.DecimalField(
-        "max cap share",
+        _("max cap share"),
         max_digits=4,
         decimal_places=3,
         null=True,
         blank=True,
         validators=[MinValueValidator(Decimal("0.01")), MaxValueValidator(Decimal("1"))],
-        help_text="Largest share of capacity one namespace's cap may reach; "
-        "empty uses the portal default (QUOTA_DEFAULT_MAX_CAP_SHARE).",
+        help_text=_(
+            "Largest share of capacity one namespace's cap may reach; "
+            "empty uses the portal default (QUOTA_DEFAULT_MAX_CAP_SHARE)."
+        ),
     )
 
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
 
     class Meta:
+        verbose_name = _("cluster")
+        verbose_name_plural = _("clusters")
         ordering = ["name"]
         constraints = [
             models.CheckConstraint(
@@ -155,15 +188,25 @@ class Resource(models.Model):
         CPU = "cpu", _("CPU")
         MEMORY = "memory", _("memory")
 
-    name = models.CharField(max_length=253, unique=True, validators=[resource_name_validator])
-    display_name = models.CharField(max_length=200)
-    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.GPU)
-    unit = models.CharField(max_length=32, default="GPU", help_text="e.g. GPU, slice, MiB, %")
+    name = models.CharField(
+        max_length=253, unique=True, validators=[resource_name_validator], verbose_name=_("name")
+    )
+    display_name = models.CharField(max_length=200, verbose_name=_("display name"))
+    kind = models.CharField(
+        max_length=16, choices=Kind.choices, default=Kind.GPU, verbose_name=_("kind")
+    )
+    unit = models.CharField(
+        max_length=32, default="GPU", help_text=_("e.g. GPU, slice, MiB, %"), verbose_name=_("unit")
+    )
     # Suffix appended to amounts when written as Kubernetes quantities (e.g. "Gi" for memory).
-    quantity_suffix = models.CharField(max_length=4, blank=True)
-    gpu_model = models.CharField(max_length=100, blank=True, help_text="e.g. A100 80GB")
+    quantity_suffix = models.CharField(max_length=4, blank=True, verbose_name=_("quantity suffix"))
+    gpu_model = models.CharField(
+        max_length=100, blank=True, help_text=_("e.g. A100 80GB"), verbose_name=_("gpu model")
+    )
 
     class Meta:
+        verbose_name = _("resource")
+        verbose_name_plural = _("resources")
         ordering = ["name"]
 
     def __str__(self) -> str:
@@ -198,13 +241,18 @@ WHOLE_KINDS = frozenset(
 
 
 class ClusterCapacity(models.Model):
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="capacities")
-    resource = models.ForeignKey(Resource, on_delete=models.PROTECT, related_name="capacities")
-    capacity = amount_field("capacity")
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="capacities", verbose_name=_("cluster")
+    )
+    resource = models.ForeignKey(
+        Resource, on_delete=models.PROTECT, related_name="capacities", verbose_name=_("resource")
+    )
+    capacity = amount_field(_("capacity"))
 
     class Meta:
+        verbose_name = _("cluster capacity")
         ordering = ["cluster__name", "resource__name"]
-        verbose_name_plural = "cluster capacities"
+        verbose_name_plural = _("cluster capacities")
         constraints = [
             models.UniqueConstraint(
                 fields=["cluster", "resource"], name="capacity_unique_cluster_resource"
@@ -226,19 +274,25 @@ class ClusterCapacity(models.Model):
 class PriorityClass(models.Model):
     """A cluster-wide PriorityClass the portal writes to every cluster it manages."""
 
-    name = models.CharField(max_length=253, unique=True, validators=[dns1123_label_validator])
+    name = models.CharField(
+        max_length=253, unique=True, validators=[dns1123_label_validator], verbose_name=_("name")
+    )
     value = models.IntegerField(
         validators=[MaxValueValidator(1_000_000_000)],
-        help_text="Higher runs first; values above 1e9 are reserved by Kubernetes.",
+        help_text=_("Higher runs first; values above 1e9 are reserved by Kubernetes."),
+        verbose_name=_("value"),
     )
-    description = models.CharField(max_length=500, blank=True)
+    description = models.CharField(max_length=500, blank=True, verbose_name=_("description"))
     preempts = models.BooleanField(
-        default=True, help_text="If false, pods of this class never preempt others."
+        default=True,
+        help_text=_("If false, pods of this class never preempt others."),
+        verbose_name=_("preempts"),
     )
 
     class Meta:
+        verbose_name = _("priority class")
         ordering = ["-value"]
-        verbose_name_plural = "priority classes"
+        verbose_name_plural = _("priority classes")
         constraints = [
             models.CheckConstraint(
                 condition=Q(value__lte=1_000_000_000), name="priorityclass_value_not_reserved"

@@ -4,16 +4,19 @@ from decimal import Decimal
 
 from django.core.validators import RegexValidator
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 # Kubernetes object names: DNS-1123 label (namespaces) and qualified resource names.
 dns1123_label_validator = RegexValidator(
     r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
-    "must be a DNS-1123 label: lowercase letters, digits and '-', start and end alphanumeric, "
-    "at most 63 characters",
+    _(
+        "must be a DNS-1123 label: lowercase letters, digits and '-', start and end "
+        "alphanumeric, at most 63 characters"
+    ),
 )
 resource_name_validator = RegexValidator(
     r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$",
-    "must be a Kubernetes resource name such as nvidia.com/gpu or cpu",
+    _("must be a Kubernetes resource name such as nvidia.com/gpu or cpu"),
 )
 
 

@@ -15,29 +15,42 @@ class Suggestion(models.Model):
         NONE = "none", _("none (no usage data)")
 
     cluster = models.ForeignKey(
-        "quotas.Cluster", on_delete=models.CASCADE, related_name="suggestions"
+        "quotas.Cluster",
+        on_delete=models.CASCADE,
+        related_name="suggestions",
+        verbose_name=_("cluster"),
     )
     team_namespace = models.ForeignKey(
-        "quotas.TeamNamespace", on_delete=models.CASCADE, related_name="suggestions"
+        "quotas.TeamNamespace",
+        on_delete=models.CASCADE,
+        related_name="suggestions",
+        verbose_name=_("team namespace"),
     )
     resource = models.ForeignKey(
-        "quotas.Resource", on_delete=models.PROTECT, related_name="suggestions"
+        "quotas.Resource",
+        on_delete=models.PROTECT,
+        related_name="suggestions",
+        verbose_name=_("resource"),
     )
     # First day of the month the usage comes from.
-    month = models.DateField()
-    current_guarantee = amount_field("current guarantee")
-    current_cap = amount_field("current cap")
-    suggested_guarantee = amount_field("suggested guarantee")
-    suggested_cap = amount_field("suggested cap")
-    confidence = models.CharField(max_length=8, choices=Confidence.choices)
+    month = models.DateField(verbose_name=_("month"))
+    current_guarantee = amount_field(_("current guarantee"))
+    current_cap = amount_field(_("current cap"))
+    suggested_guarantee = amount_field(_("suggested guarantee"))
+    suggested_cap = amount_field(_("suggested cap"))
+    confidence = models.CharField(
+        max_length=8, choices=Confidence.choices, verbose_name=_("confidence")
+    )
     # The numbers behind the suggestion: daily peaks, percentiles, utilization, borrowed and
     # idle GPU-hours, days of data, pending wait (amounts as strings).
-    figures = models.JSONField(default=dict, blank=True)
-    notes = models.JSONField(default=list, blank=True)
-    flags = models.JSONField(default=list, blank=True)
-    computed_at = models.DateTimeField()
+    figures = models.JSONField(default=dict, blank=True, verbose_name=_("figures"))
+    notes = models.JSONField(default=list, blank=True, verbose_name=_("notes"))
+    flags = models.JSONField(default=list, blank=True, verbose_name=_("flags"))
+    computed_at = models.DateTimeField(verbose_name=_("computed at"))
 
     class Meta:
+        verbose_name = _("suggestion")
+        verbose_name_plural = _("suggestions")
         ordering = ["-month", "cluster__name", "team_namespace__name", "resource__name"]
         constraints = [
             models.UniqueConstraint(

@@ -9,9 +9,11 @@ from quotas.models.fields import dns1123_label_validator
 
 
 class Team(models.Model):
-    slug = models.SlugField(max_length=63, unique=True, validators=[dns1123_label_validator])
-    name = models.CharField(max_length=200)
-    description = models.TextField(blank=True)
+    slug = models.SlugField(
+        max_length=63, unique=True, validators=[dns1123_label_validator], verbose_name=_("slug")
+    )
+    name = models.CharField(max_length=200, verbose_name=_("name"))
+    description = models.TextField(blank=True, verbose_name=_("description"))
     # A department is a team with children; its Volcano queue becomes their parent queue.
     parent = models.ForeignKey(
         "self",
@@ -19,15 +21,21 @@ class Team(models.Model):
         null=True,
         blank=True,
         related_name="children",
-        help_text="Department this team belongs to.",
+        help_text=_("Department this team belongs to."),
+        verbose_name=_("parent"),
     )
-    contact_email = models.EmailField(blank=True)
+    contact_email = models.EmailField(blank=True, verbose_name=_("contact email"))
     members = models.ManyToManyField(
-        settings.AUTH_USER_MODEL, through="TeamMembership", related_name="teams"
+        settings.AUTH_USER_MODEL,
+        through="TeamMembership",
+        related_name="teams",
+        verbose_name=_("members"),
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
+        verbose_name = _("team")
+        verbose_name_plural = _("teams")
         ordering = ["slug"]
         constraints = [
             models.CheckConstraint(condition=~Q(parent=F("pk")), name="team_not_own_parent"),
@@ -53,13 +61,22 @@ class TeamMembership(models.Model):
         LEAD = "lead", _("Team lead")
         MEMBER = "member", _("Member")
 
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="team_memberships"
+    team = models.ForeignKey(
+        Team, on_delete=models.CASCADE, related_name="memberships", verbose_name=_("team")
     )
-    role = models.CharField(max_length=8, choices=Role.choices, default=Role.MEMBER)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="team_memberships",
+        verbose_name=_("user"),
+    )
+    role = models.CharField(
+        max_length=8, choices=Role.choices, default=Role.MEMBER, verbose_name=_("role")
+    )
 
     class Meta:
+        verbose_name = _("team membership")
+        verbose_name_plural = _("team memberships")
         ordering = ["team__slug", "role", "user__username"]
         constraints = [
             models.UniqueConstraint(fields=["team", "user"], name="membership_unique_team_user"),
@@ -77,19 +94,31 @@ class TeamNamespace(models.Model):
         TRAINING = "training", _("Training")
         DEV = "dev", _("Development")
 
-    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="namespaces")
-    cluster = models.ForeignKey(
-        "quotas.Cluster", on_delete=models.PROTECT, related_name="namespaces"
+    team = models.ForeignKey(
+        Team, on_delete=models.PROTECT, related_name="namespaces", verbose_name=_("team")
     )
-    name = models.CharField(max_length=63, validators=[dns1123_label_validator])
+    cluster = models.ForeignKey(
+        "quotas.Cluster",
+        on_delete=models.PROTECT,
+        related_name="namespaces",
+        verbose_name=_("cluster"),
+    )
+    name = models.CharField(
+        max_length=63, validators=[dns1123_label_validator], verbose_name=_("name")
+    )
     workload_class = models.CharField(
-        max_length=16, choices=WorkloadClass.choices, default=WorkloadClass.TRAINING
+        max_length=16,
+        choices=WorkloadClass.choices,
+        default=WorkloadClass.TRAINING,
+        verbose_name=_("workload class"),
     )
     # Staged rollout: a shadow namespace is computed and reported but never written.
-    shadow = models.BooleanField(default=False)
-    created_at = models.DateTimeField(auto_now_add=True)
+    shadow = models.BooleanField(default=False, verbose_name=_("shadow"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
+        verbose_name = _("team namespace")
+        verbose_name_plural = _("team namespaces")
         ordering = ["cluster__name", "name"]
         constraints = [
             models.UniqueConstraint(

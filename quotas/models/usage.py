@@ -31,40 +31,50 @@ class UsageSample(models.Model):
     """What one team namespace held of one resource at one instant."""
 
     team_namespace = models.ForeignKey(
-        "quotas.TeamNamespace", on_delete=models.CASCADE, related_name="usage_samples"
+        "quotas.TeamNamespace",
+        on_delete=models.CASCADE,
+        related_name="usage_samples",
+        verbose_name=_("team namespace"),
     )
     resource = models.ForeignKey(
-        "quotas.Resource", on_delete=models.PROTECT, related_name="usage_samples"
+        "quotas.Resource",
+        on_delete=models.PROTECT,
+        related_name="usage_samples",
+        verbose_name=_("resource"),
     )
-    timestamp = models.DateTimeField()
-    allocated = amount_field("allocated", help_text="Units requested by running pods.")
+    timestamp = models.DateTimeField(verbose_name=_("timestamp"))
+    allocated = amount_field(_("allocated"), help_text=_("Units requested by running pods."))
     utilization = models.DecimalField(
-        "utilization %",
+        _("utilization %"),
         max_digits=5,
         decimal_places=2,
         null=True,
         blank=True,
         validators=[MinValueValidator(ZERO), MaxValueValidator(100)],
-        help_text="Mean GPU utilization of the namespace's GPUs, 0-100 (Prometheus, CSV).",
+        help_text=_("Mean GPU utilization of the namespace's GPUs, 0-100 (Prometheus, CSV)."),
     )
     memory_used_mib = models.DecimalField(
-        "GPU memory used (MiB)", max_digits=14, decimal_places=1, null=True, blank=True
+        _("GPU memory used (MiB)"), max_digits=14, decimal_places=1, null=True, blank=True
     )
     pending = amount_field(
-        "pending", default=ZERO, help_text="Units requested by pods waiting to be scheduled."
+        _("pending"), default=ZERO, help_text=_("Units requested by pods waiting to be scheduled.")
     )
-    pending_pods = models.PositiveIntegerField(default=0)
+    pending_pods = models.PositiveIntegerField(default=0, verbose_name=_("pending pods"))
     # The longest wait among the pods pending at this instant (seconds since creation, or since
     # the scheduler last marked them unschedulable); empty when nothing waits or it is unknown.
-    wait_seconds = models.PositiveIntegerField(null=True, blank=True)
+    wait_seconds = models.PositiveIntegerField(
+        null=True, blank=True, verbose_name=_("wait seconds")
+    )
     # Pods of this namespace ended by preemption or eviction since the previous sample.
-    evictions = models.PositiveIntegerField(default=0)
+    evictions = models.PositiveIntegerField(default=0, verbose_name=_("evictions"))
     # What the namespace's Volcano Queue / Kueue ClusterQueue report (cluster source only).
-    queue_allocated = amount_field("queue allocated", null=True, blank=True)
-    queue_borrowed = amount_field("queue borrowed", null=True, blank=True)
-    source = models.CharField(max_length=12, choices=UsageSource.choices)
+    queue_allocated = amount_field(_("queue allocated"), null=True, blank=True)
+    queue_borrowed = amount_field(_("queue borrowed"), null=True, blank=True)
+    source = models.CharField(max_length=12, choices=UsageSource.choices, verbose_name=_("source"))
 
     class Meta:
+        verbose_name = _("usage sample")
+        verbose_name_plural = _("usage samples")
         ordering = ["team_namespace", "resource", "timestamp"]
         constraints = [
             # Also the index of every per-namespace read: (namespace, resource, time, ...).
@@ -93,40 +103,61 @@ class UsageDaily(models.Model):
     """One day of one team namespace and resource, rolled up from the samples."""
 
     team_namespace = models.ForeignKey(
-        "quotas.TeamNamespace", on_delete=models.CASCADE, related_name="usage_days"
+        "quotas.TeamNamespace",
+        on_delete=models.CASCADE,
+        related_name="usage_days",
+        verbose_name=_("team namespace"),
     )
     resource = models.ForeignKey(
-        "quotas.Resource", on_delete=models.PROTECT, related_name="usage_days"
+        "quotas.Resource",
+        on_delete=models.PROTECT,
+        related_name="usage_days",
+        verbose_name=_("resource"),
     )
-    day = models.DateField()
+    day = models.DateField(verbose_name=_("day"))
     # The source the allocation figures come from (the one with most samples that day).
-    source = models.CharField(max_length=12, choices=UsageSource.choices)
-    samples = models.PositiveIntegerField()
-    peak = amount_field("peak allocated")
-    p95 = amount_field("p95 allocated")
-    mean = amount_field("mean allocated")
-    utilization_mean = models.DecimalField(max_digits=5, decimal_places=2, null=True, blank=True)
-    memory_used_mean_mib = models.DecimalField(
-        max_digits=14, decimal_places=1, null=True, blank=True
+    source = models.CharField(max_length=12, choices=UsageSource.choices, verbose_name=_("source"))
+    samples = models.PositiveIntegerField(verbose_name=_("samples"))
+    peak = amount_field(_("peak allocated"))
+    p95 = amount_field(_("p95 allocated"))
+    mean = amount_field(_("mean allocated"))
+    utilization_mean = models.DecimalField(
+        max_digits=5, decimal_places=2, null=True, blank=True, verbose_name=_("utilization mean")
     )
-    gpu_hours = models.DecimalField(max_digits=16, decimal_places=3)
+    memory_used_mean_mib = models.DecimalField(
+        max_digits=14,
+        decimal_places=1,
+        null=True,
+        blank=True,
+        verbose_name=_("memory used mean mib"),
+    )
+    gpu_hours = models.DecimalField(max_digits=16, decimal_places=3, verbose_name=_("gpu hours"))
     # Unit-hours above the guarantee in force at each sample (borrowed from others) and of the
     # guarantee left unused (guaranteed but idle).
-    borrowed_gpu_hours = models.DecimalField(max_digits=16, decimal_places=3)
-    idle_guaranteed_gpu_hours = models.DecimalField(max_digits=16, decimal_places=3)
+    borrowed_gpu_hours = models.DecimalField(
+        max_digits=16, decimal_places=3, verbose_name=_("borrowed gpu hours")
+    )
+    idle_guaranteed_gpu_hours = models.DecimalField(
+        max_digits=16, decimal_places=3, verbose_name=_("idle guaranteed gpu hours")
+    )
     # The guarantee in force at the day's last sample.
-    guarantee = amount_field("guarantee", default=ZERO)
+    guarantee = amount_field(_("guarantee"), default=ZERO)
     # Longest wait of a pending pod seen that day, and the mean of the samples' longest waits
     # over the samples where something was pending.
-    pending_wait_seconds = models.PositiveIntegerField(null=True, blank=True)
-    pending_wait_mean_seconds = models.PositiveIntegerField(null=True, blank=True)
-    pending_peak = amount_field("pending peak", default=ZERO)
-    evictions = models.PositiveIntegerField(default=0)
-    computed_at = models.DateTimeField(auto_now=True)
+    pending_wait_seconds = models.PositiveIntegerField(
+        null=True, blank=True, verbose_name=_("pending wait seconds")
+    )
+    pending_wait_mean_seconds = models.PositiveIntegerField(
+        null=True, blank=True, verbose_name=_("pending wait mean seconds")
+    )
+    pending_peak = amount_field(_("pending peak"), default=ZERO)
+    evictions = models.PositiveIntegerField(default=0, verbose_name=_("evictions"))
+    computed_at = models.DateTimeField(auto_now=True, verbose_name=_("computed at"))
 
     class Meta:
+        verbose_name = _("usage daily")
         ordering = ["team_namespace", "resource", "day"]
-        verbose_name_plural = "usage days"
+        verbose_name_plural = _("usage days")
         constraints = [
             models.UniqueConstraint(
                 fields=["team_namespace", "resource", "day"],
@@ -143,25 +174,40 @@ class PrometheusSource(models.Model):
     """The Prometheus of a cluster, and how its series name namespaces."""
 
     cluster = models.OneToOneField(
-        "quotas.Cluster", on_delete=models.CASCADE, related_name="prometheus"
+        "quotas.Cluster",
+        on_delete=models.CASCADE,
+        related_name="prometheus",
+        verbose_name=_("cluster"),
     )
-    url = models.URLField("Prometheus URL", help_text="e.g. http://prometheus.monitoring:9090")
-    enabled = models.BooleanField(default=True)
+    url = models.URLField(
+        _("Prometheus URL"), help_text=_("e.g. http://prometheus.monitoring:9090")
+    )
+    enabled = models.BooleanField(default=True, verbose_name=_("enabled"))
     namespace_label = models.CharField(
         max_length=100,
         default="namespace",
-        help_text="Label that carries the namespace; exported_namespace is common when "
-        "kube-state-metrics is scraped through a service monitor.",
+        help_text=_(
+            "Label that carries the namespace; exported_namespace is common when "
+            "kube-state-metrics is scraped through a service monitor."
+        ),
+        verbose_name=_("namespace label"),
     )
     gpu_requests_query = models.TextField(
         default=DEFAULT_GPU_REQUESTS_QUERY,
-        help_text="GPUs requested per namespace; {label} is replaced by the namespace label.",
+        help_text=_("GPUs requested per namespace; {label} is replaced by the namespace label."),
+        verbose_name=_("gpu requests query"),
     )
     gpu_utilization_query = models.TextField(
-        default=DEFAULT_GPU_UTIL_QUERY, blank=True, help_text="Mean GPU utilization, 0-100."
+        default=DEFAULT_GPU_UTIL_QUERY,
+        blank=True,
+        help_text=_("Mean GPU utilization, 0-100."),
+        verbose_name=_("gpu utilization query"),
     )
     gpu_memory_query = models.TextField(
-        default=DEFAULT_GPU_MEMORY_QUERY, blank=True, help_text="GPU memory used, MiB."
+        default=DEFAULT_GPU_MEMORY_QUERY,
+        blank=True,
+        help_text=_("GPU memory used, MiB."),
+        verbose_name=_("gpu memory query"),
     )
     resource = models.ForeignKey(
         "quotas.Resource",
@@ -169,13 +215,20 @@ class PrometheusSource(models.Model):
         null=True,
         blank=True,
         related_name="+",
-        help_text="Resource the GPU queries count; empty means nvidia.com/gpu.",
+        help_text=_("Resource the GPU queries count; empty means nvidia.com/gpu."),
+        verbose_name=_("resource"),
     )
-    step_seconds = models.PositiveIntegerField(default=300, validators=[MinValueValidator(15)])
+    step_seconds = models.PositiveIntegerField(
+        default=300, validators=[MinValueValidator(15)], verbose_name=_("step seconds")
+    )
     # Until when samples were collected, so the beat asks only for what is new.
-    collected_until = models.DateTimeField(null=True, blank=True, editable=False)
+    collected_until = models.DateTimeField(
+        null=True, blank=True, editable=False, verbose_name=_("collected until")
+    )
 
     class Meta:
+        verbose_name = _("prometheus source")
+        verbose_name_plural = _("prometheus sources")
         ordering = ["cluster__name"]
 
     def __str__(self) -> str:

@@ -9,6 +9,7 @@ from datetime import date
 from decimal import Decimal
 
 from django.db.models import Avg, Count, F, Max, Q, Sum
+from django.utils.translation import gettext as _
 
 from common.errors import ValidationFailed
 from quotas.models import Cluster, Team, UsageDaily
@@ -41,13 +42,15 @@ class CanaryRow:
 
 def canary_period_check(start: date | None, end: date | None) -> None:
     if start is None:
-        raise ValidationFailed("start: give a day as YYYY-MM-DD", field="start")
+        raise ValidationFailed(_("start: give a day as YYYY-MM-DD"), field="start")
     if end is None:
-        raise ValidationFailed("end: give a day as YYYY-MM-DD", field="end")
+        raise ValidationFailed(_("end: give a day as YYYY-MM-DD"), field="end")
     if end < start:
-        raise ValidationFailed("end: must not be before start", field="end")
+        raise ValidationFailed(_("end: must not be before start"), field="end")
     if (end - start).days >= MAX_PERIOD_DAYS:
-        raise ValidationFailed(f"end: a period is at most {MAX_PERIOD_DAYS} days", field="end")
+        raise ValidationFailed(
+            _("end: a period is at most %(days)s days") % {"days": MAX_PERIOD_DAYS}, field="end"
+        )
 
 
 def _q(value, places: str) -> Decimal | None:

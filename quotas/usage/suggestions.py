@@ -9,6 +9,7 @@ from datetime import date, timedelta
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from common.errors import ValidationFailed
 from quotas.models import Allocation, Cluster, Resource, Suggestion, TeamNamespace
@@ -22,7 +23,11 @@ def parse_month(value: str, *, field: str = "month") -> date:
     """'2025-06' -> date(2025, 6, 1); anything else is refused naming the field."""
     match = MONTH.match(value.strip())
     if match is None or not 1 <= int(match.group(2)) <= 12:
-        raise ValidationFailed(f"{field}: give a month as YYYY-MM, got {value!r}", field=field)
+        raise ValidationFailed(
+            _("%(field)s: give a month as YYYY-MM, got %(value)s")
+            % {"field": field, "value": repr(value)},
+            field=field,
+        )
     return date(int(match.group(1)), int(match.group(2)), 1)
 
 

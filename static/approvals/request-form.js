@@ -12,6 +12,11 @@
   const total = document.getElementById("id_lines-TOTAL_FORMS");
   const team = document.getElementById("id_team");
 
+  // "(pod ≤ %(max)s)" in the page's language, as the server writes the cell before this runs.
+  function podMax(value) {
+    return (form.dataset.textPodMax || "(≤ %(max)s)").replace("%(max)s", value);
+  }
+
   function refresh(row) {
     const ns = row.querySelector("select[name$='-team_namespace']");
     const res = row.querySelector("select[name$='-resource']");
@@ -25,7 +30,7 @@
     if (!ns.value || !res.value) { cell.textContent = "–"; return; }
     if (!current) { cell.textContent = cell.dataset.none || "–"; return; }
     cell.textContent = current.guarantee + " / " + current.cap +
-      (current.per_pod_max ? " (pod ≤ " + current.per_pod_max + ")" : "") +
+      (current.per_pod_max ? " " + podMax(current.per_pod_max) : "") +
       (current.priority_classes.length ? " [" + current.priority_classes.join(", ") + "]" : "");
     // Fill in the current values (an empty field keeps its value anyway); values filled in
     // for an earlier choice of namespace or resource follow the new choice.
