@@ -35,13 +35,22 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bench.common import ROOT, figure, percentile, quick, setup_django, throwaway_database
-from bench.common import write_figures
+from bench.common import (
+    ROOT,
+    figure,
+    percentile,
+    quick,
+    setup_django,
+    throwaway_database,
+    write_figures,
+)
 from bench.loadclient import LoadClient
 
 HOST = "127.0.0.1"
 TRIVIAL = "trivial view"
 TRIVIAL_API = "trivial API view"
+API_LIST = "/api/v1/requests/"
+API_BIG_PAGE = f"{API_LIST}?page_size=500"
 
 # (label, role, path, kind): kind "page" sends the role's session cookie, "api" its token.
 TARGETS = [
@@ -49,13 +58,13 @@ TARGETS = [
     (TRIVIAL_API, "admin", "/bench/trivial-api/", "api"),
     ("dashboard / (lead)", "lead", "/", "page"),
     ("requests /requests/ (lead)", "lead", "/requests/", "page"),
-    ("admin queue /requests/?status=submitted (admin)", "admin", "/requests/?status=submitted", "page"),
+    ("admin queue (admin)", "admin", "/requests/?status=submitted", "page"),
     ("requests /requests/ (admin)", "admin", "/requests/", "page"),
     ("cluster overview /clusters/ (admin)", "admin", "/clusters/", "page"),
     ("summary /summary/ (admin)", "admin", "/summary/", "page"),
     ("audit log /audit/ (admin)", "admin", "/audit/", "page"),
-    ("API /api/v1/requests/ (lead token)", "lead", "/api/v1/requests/", "api"),
-    ("API /api/v1/requests/?page_size=500 (admin token)", "admin", "/api/v1/requests/?page_size=500", "api"),
+    ("API /api/v1/requests/ (lead token)", "lead", API_LIST, "api"),
+    ("API /api/v1/requests/?page_size=500 (admin token)", "admin", API_BIG_PAGE, "api"),
 ]
 
 
@@ -89,13 +98,20 @@ def start_gunicorn(db_url: str, var_dir: str, *, workers: int, threads: int):
     log = open(Path(var_dir) / "gunicorn.log", "w")  # noqa: SIM115 (closed by stop_gunicorn)
     proc = subprocess.Popen(
         [
-            sys.executable, "-m", "gunicorn", "portal.wsgi",
-            "--bind", f"{HOST}:{port}",
-            "--workers", str(workers),
-            "--threads", str(threads),
-            "--worker-class", "gthread",
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "portal.wsgi",
+            "--bind",
+            f"{HOST}:{port}",
+            "--workers",
+            str(workers),
+            "--threads",
+            str(threads),
+            "--worker-class",
+            "gthread",
             "--no-control-socket",
-        ],  # fmt: skip
+        ],
         cwd=ROOT,
         env=_server_env(db_url, var_dir),
         stdout=log,

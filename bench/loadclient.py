@@ -112,9 +112,7 @@ async def _load(host, port, payload, expect, connections, start_at, warmup, seco
 
 
 def _worker(host, port, payload, expect, connections, start_at, warmup, seconds) -> LoadResult:
-    return asyncio.run(
-        _load(host, port, payload, expect, connections, start_at, warmup, seconds)
-    )
+    return asyncio.run(_load(host, port, payload, expect, connections, start_at, warmup, seconds))
 
 
 class LoadClient:
