@@ -222,7 +222,8 @@ def allocation_values_now(line: RequestLine) -> tuple[Allocation | None, dict]:
 
 def requests_listed_for(user: AnyUser) -> QuerySet[QuotaRequest]:
     """The rows of the request list: visible requests with what a row shows, read in a fixed
-    number of queries (lines with their namespaces, clusters and resources prefetched)."""
+    number of queries (lines with their namespaces, clusters and resources prefetched into
+    each request's ``listed_lines``, a plain list: cheaper than one queryset per row)."""
     return (
         requests_visible_to(user)
         .select_related("team", "requested_by")
@@ -232,6 +233,7 @@ def requests_listed_for(user: AnyUser) -> QuerySet[QuotaRequest]:
                 queryset=RequestLine.objects.select_related(
                     "team_namespace__cluster", "resource"
                 ).order_by("id"),
+                to_attr="listed_lines",
             )
         )
         .annotate(approvals_given=Count("approvals", distinct=True))

@@ -15,11 +15,11 @@ from django.utils.translation import gettext as _
 from common.errors import ValidationFailed
 from quotas.filtersets import SuggestionFilterSet
 from quotas.models import AllocationVersion, Cluster
-from quotas.selectors import teams_visible_to
+from quotas.selectors import teams_requestable_by, teams_visible_to
 from quotas.usage.canary import canary_metrics, canary_period_check
 from quotas.usage.charts import AllocationStep, usage_figures
 from quotas.usage.selectors import usage_daily_for
-from quotas.usage.suggestion_selectors import suggestion_requestable_by, suggestions_list
+from quotas.usage.suggestion_selectors import suggestions_list
 
 MAX_CHARTED = 40
 
@@ -35,8 +35,14 @@ def suggestion_list(request: HttpRequest) -> HttpResponse:
     filters = SuggestionFilterSet(request.GET, queryset=suggestions_list(user), request=request)
     errors = filters.filter_errors()
     page = Paginator(filters.qs, 50).get_page(request.GET.get("page"))
+    # suggestion_requestable_by's answer for every row at once (one query, not one a row).
+    requestable = set(teams_requestable_by(user).values_list("pk", flat=True))
     rows = [
-        {"s": s, "may_request": suggestion_requestable_by(user, s), "figures": _figure_rows(s)}
+        {
+            "s": s,
+            "may_request": s.team_namespace.team_id in requestable,
+            "figures": _figure_rows(s),
+        }
         for s in page
     ]
     context = {

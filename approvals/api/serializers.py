@@ -11,9 +11,26 @@ from approvals.models import (
     RequestLine,
 )
 from approvals.validation import findings_json, localized_findings, requests_fit_problems
+from common.amounts import format_amount
 from quotas.api.serializers import AmountField
 
 AMOUNT = {"max_digits": 14, "decimal_places": 3}
+# Where the API's request reads put each request's lines and approvals (lists, in order).
+LINES_PREFETCHED = "lines_prefetched"
+APPROVALS_PREFETCHED = "approvals_prefetched"
+
+
+class PrefetchedListSerializer(serializers.ListSerializer):
+    """A to-many field read from the list its queryset prefetched into ``to_attr`` when the
+    instance has one, else from the related manager as usual."""
+
+    def __init__(self, *args, prefetched: str, **kwargs):
+        self.prefetched = prefetched
+        super().__init__(*args, **kwargs)
+
+    def get_attribute(self, instance):
+        found = getattr(instance, self.prefetched, None)
+        return found if found is not None else super().get_attribute(instance)
 
 
 class ApprovalSerializer(serializers.ModelSerializer):
@@ -75,7 +92,7 @@ class RequestLineSerializer(serializers.ModelSerializer):
 
     @staticmethod
     def _values(line: RequestLine, prefix: str) -> dict:
-        amount = AmountField().to_representation
+        amount = format_amount  # what AmountField answers, without a field per value
         return {
             "guarantee": amount(getattr(line, f"{prefix}_guarantee")),
             "cap": amount(getattr(line, f"{prefix}_cap")),
@@ -100,8 +117,10 @@ class RequestSerializer(serializers.ModelSerializer):
     team = serializers.CharField(source="team.slug")
     requested_by = serializers.CharField(source="requested_by.username")
     decided_by = serializers.CharField(source="decided_by.username", default=None, allow_null=True)
-    lines = RequestLineSerializer(many=True)
-    approvals = ApprovalSerializer(many=True)
+    lines = PrefetchedListSerializer(child=RequestLineSerializer(), prefetched=LINES_PREFETCHED)
+    approvals = PrefetchedListSerializer(
+        child=ApprovalSerializer(), prefetched=APPROVALS_PREFETCHED
+    )
     fits_plan = serializers.SerializerMethodField()
 
     class Meta:

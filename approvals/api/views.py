@@ -18,6 +18,8 @@ from rest_framework.views import APIView
 from approvals import grants, lifecycle, locks
 from approvals.api.etags import request_etag, request_if_match
 from approvals.api.serializers import (
+    APPROVALS_PREFETCHED,
+    LINES_PREFETCHED,
     ApproveSerializer,
     CommentSerializer,
     RequestCreateSerializer,
@@ -36,18 +38,47 @@ from quotas.models import Resource, Team
 from quotas.selectors import namespaces_visible_to, teams_visible_to
 
 
+def _own_fields(model) -> list[str]:
+    return [field.name for field in model._meta.concrete_fields]
+
+
+# What a request's answer shows of the rows around it (their other columns, users' passwords
+# and clusters' connection settings among them, are not read).
+_REQUEST_FIELDS = [
+    *_own_fields(QuotaRequest),
+    "team__slug",
+    "requested_by__username",
+    "decided_by__username",
+]
+_LINE_FIELDS = [
+    *_own_fields(RequestLine),
+    "team_namespace__name",
+    "team_namespace__cluster__name",
+    "resource__name",
+]
+_APPROVAL_FIELDS = [*_own_fields(Approval), "admin__username"]
+
+
 def _requests_for(user) -> QuerySet[QuotaRequest]:
     return (
         requests_visible_to(user)
         .select_related("team", "requested_by", "decided_by")
+        .only(*_REQUEST_FIELDS)
         .prefetch_related(
+            # Into plain lists (to_attr): a prefetch into the related managers builds one
+            # queryset per request, which costs more than the rows of a 500-row page.
             Prefetch(
                 "lines",
-                queryset=RequestLine.objects.select_related(
-                    "team_namespace__cluster", "resource"
-                ).order_by("id"),
+                queryset=RequestLine.objects.select_related("team_namespace__cluster", "resource")
+                .only(*_LINE_FIELDS)
+                .order_by("id"),
+                to_attr=LINES_PREFETCHED,
             ),
-            Prefetch("approvals", queryset=Approval.objects.select_related("admin")),
+            Prefetch(
+                "approvals",
+                queryset=Approval.objects.select_related("admin").only(*_APPROVAL_FIELDS),
+                to_attr=APPROVALS_PREFETCHED,
+            ),
         )
         .order_by("-created_at", "-id")
     )
