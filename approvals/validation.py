@@ -28,30 +28,36 @@ from quotas.texts import localized_messages
 from quotas.usage.selectors import typical_daily_peaks
 
 
-def _scheduled_grants(cluster: Cluster, exclude_request_id: int | None) -> list[AllocationFacts]:
-    """Temporary grants approved to start later: their guarantees are promised already."""
+def _scheduled_grants(
+    clusters: dict[int, Cluster], exclude_request_id: int | None
+) -> dict[int, list[AllocationFacts]]:
+    """Temporary grants approved to start later, per cluster: their guarantees are promised
+    already."""
     lines = (
         RequestLine.objects.filter(
             request__status=QuotaRequest.Status.APPROVED,
             request__kind=QuotaRequest.Kind.TEMPORARY,
             request__starts_at__gt=timezone.now(),
-            team_namespace__cluster=cluster,
+            team_namespace__cluster_id__in=list(clusters),
         )
         .exclude(request_id=exclude_request_id)
         .select_related("team_namespace", "resource")
     )
-    return [
-        AllocationFacts(
-            cluster=cluster.name,
-            namespace=line.team_namespace.name,
-            resource=line.resource.name,
-            guarantee=line.final_guarantee,
-            cap=line.final_cap,
-            per_pod_max=line.final_per_pod_max,
-            workload_class=line.team_namespace.workload_class,
+    grants: dict[int, list[AllocationFacts]] = defaultdict(list)
+    for line in lines:
+        cluster_id = line.team_namespace.cluster_id
+        grants[cluster_id].append(
+            AllocationFacts(
+                cluster=clusters[cluster_id].name,
+                namespace=line.team_namespace.name,
+                resource=line.resource.name,
+                guarantee=line.final_guarantee,
+                cap=line.final_cap,
+                per_pod_max=line.final_per_pod_max,
+                workload_class=line.team_namespace.workload_class,
+            )
         )
-        for line in lines
-    ]
+    return grants
 
 
 @dataclass
@@ -71,19 +77,32 @@ def _load_plans(
     exclude_request_id: int | None = None,
     with_usage: bool = True,
 ) -> dict[int, _ClusterPlan]:
-    """One read per cluster (facts, allocations of the resources, scheduled grants, and with
-    ``with_usage`` the usage rollups that only feed warnings)."""
+    """The plans of the clusters in a fixed number of reads, however many clusters (the
+    clusters with their capacities, the allocations of the resources, the scheduled grants),
+    and with ``with_usage`` one read per cluster of the usage rollups that only feed
+    warnings."""
+    if not resources_by_cluster:
+        return {}
+    clusters = Cluster.objects.prefetch_related("capacities__resource").in_bulk(
+        list(resources_by_cluster)
+    )
+    allocations: dict[int, list[AllocationFacts]] = defaultdict(list)
+    current = Allocation.objects.filter(
+        team_namespace__cluster_id__in=list(resources_by_cluster),
+        resource_id__in={r for ids in resources_by_cluster.values() for r in ids},
+    ).select_related("team_namespace__cluster", "resource")
+    for allocation in current:
+        cluster_id = allocation.team_namespace.cluster_id
+        if allocation.resource_id in resources_by_cluster[cluster_id]:
+            allocations[cluster_id].append(allocation_facts(allocation))
+    grants = _scheduled_grants(clusters, exclude_request_id)
     plans = {}
-    for cluster_id, resource_ids in sorted(resources_by_cluster.items()):
-        cluster = Cluster.objects.get(pk=cluster_id)
-        current = Allocation.objects.filter(
-            team_namespace__cluster=cluster, resource_id__in=resource_ids
-        ).select_related("team_namespace__cluster", "resource")
-        allocations = [allocation_facts(a) for a in current]
-        allocations += _scheduled_grants(cluster, exclude_request_id)
+    for cluster_id in sorted(resources_by_cluster):
+        cluster = clusters[cluster_id]
+        facts = allocations[cluster_id] + grants[cluster_id]
         plans[cluster_id] = _ClusterPlan(
-            facts=cluster_facts(cluster),
-            allocations={(a.namespace, a.resource): a for a in allocations},
+            facts=cluster_facts(cluster, list(cluster.capacities.all())),
+            allocations={(a.namespace, a.resource): a for a in facts},
             usage=tuple(typical_daily_peaks(cluster=cluster, today=timezone.localdate()))
             if with_usage
             else (),
