@@ -2,15 +2,17 @@
 
 Builds the facts the pure rules in quotas.rules work on from the database: the cluster's
 capacities and share, its current allocations (approved changes are written to allocations
-at approval, so they count at once), plus temporary grants approved to start later, and last
-month's typical daily peaks from the usage rollups.
+at approval, so they count at once), plus the guarantee temporary grants hold on top of them
+(the increase of a grant approved to start later, what a started grant that lowered an
+allocation gives back at its end), and last month's typical daily peaks from the usage rollups.
 """
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 
+from django.db.models import Q
 from django.utils import timezone
 
 from approvals.models import QuotaRequest, RequestLine
@@ -27,37 +29,65 @@ from quotas.selectors import allocation_facts, cluster_facts
 from quotas.texts import localized_messages
 from quotas.usage.selectors import typical_daily_peaks
 
+# Temporary grants whose lines are applied: they end by restoring the allocation.
+_STARTED = (
+    QuotaRequest.Status.APPLYING,
+    QuotaRequest.Status.ACTIVE,
+    QuotaRequest.Status.FAILED,
+)
 
-def _scheduled_grants(
-    clusters: dict[int, Cluster], exclude_request_id: int | None
-) -> dict[int, list[AllocationFacts]]:
-    """Temporary grants approved to start later, per cluster: their guarantees are promised
-    already."""
-    lines = (
+
+def _grant_lines(clusters: dict[int, Cluster], exclude_request_id: int | None):
+    """Lines of the temporary grants that hold capacity: approved and waiting for their
+    start, or started (applied) and not ended yet."""
+    return (
         RequestLine.objects.filter(
-            request__status=QuotaRequest.Status.APPROVED,
+            Q(request__status=QuotaRequest.Status.APPROVED)
+            | Q(request__status__in=_STARTED, applied_version__isnull=False),
             request__kind=QuotaRequest.Kind.TEMPORARY,
-            request__starts_at__gt=timezone.now(),
             team_namespace__cluster_id__in=list(clusters),
         )
         .exclude(request_id=exclude_request_id)
-        .select_related("team_namespace", "resource")
+        .select_related("team_namespace", "resource", "request")
+        .order_by("id")
     )
-    grants: dict[int, list[AllocationFacts]] = defaultdict(list)
-    for line in lines:
+
+
+def _with_grants(
+    clusters: dict[int, Cluster],
+    resources_by_cluster: dict[int, set[int]],
+    allocations: dict[int, dict[tuple[str, str], AllocationFacts]],
+    exclude_request_id: int | None,
+) -> None:
+    """Add what the temporary grants promise to the clusters' plans (in place), as ``held``
+    guarantee on top of the allocations.
+
+    A grant approved to start later applies on top of the allocation as it is at its start:
+    its increase is promised already (a decrease frees nothing: it comes back at the end). A
+    started grant that lowered a guarantee restores the amount at its end, on top of whatever
+    the allocation is then: that amount stays promised. (A started grant's increase is in
+    the allocation itself.)
+    """
+    for line in _grant_lines(clusters, exclude_request_id):
         cluster_id = line.team_namespace.cluster_id
-        grants[cluster_id].append(
-            AllocationFacts(
-                cluster=clusters[cluster_id].name,
-                namespace=line.team_namespace.name,
-                resource=line.resource.name,
-                guarantee=line.final_guarantee,
-                cap=line.final_cap,
-                per_pod_max=line.final_per_pod_max,
-                workload_class=line.team_namespace.workload_class,
-            )
+        if line.resource_id not in resources_by_cluster[cluster_id]:
+            continue  # the plans hold the resources in question only
+        key = (line.team_namespace.name, line.resource.name)
+        change = line.final_guarantee - line.current_guarantee
+        started = line.request.status != QuotaRequest.Status.APPROVED
+        held = -change if started else change
+        if held <= 0:
+            continue
+        plan = allocations[cluster_id]
+        now = plan.get(key) or AllocationFacts(
+            cluster=clusters[cluster_id].name,
+            namespace=key[0],
+            resource=key[1],
+            guarantee=Decimal(0),
+            cap=Decimal(0),
+            workload_class=line.team_namespace.workload_class,
         )
-    return grants
+        plan[key] = replace(now, held=now.held + held)
 
 
 @dataclass
@@ -86,7 +116,7 @@ def _load_plans(
     clusters = Cluster.objects.prefetch_related("capacities__resource").in_bulk(
         list(resources_by_cluster)
     )
-    allocations: dict[int, list[AllocationFacts]] = defaultdict(list)
+    allocations: dict[int, dict[tuple[str, str], AllocationFacts]] = defaultdict(dict)
     current = Allocation.objects.filter(
         team_namespace__cluster_id__in=list(resources_by_cluster),
         resource_id__in={r for ids in resources_by_cluster.values() for r in ids},
@@ -94,15 +124,15 @@ def _load_plans(
     for allocation in current:
         cluster_id = allocation.team_namespace.cluster_id
         if allocation.resource_id in resources_by_cluster[cluster_id]:
-            allocations[cluster_id].append(allocation_facts(allocation))
-    grants = _scheduled_grants(clusters, exclude_request_id)
+            facts = allocation_facts(allocation)
+            allocations[cluster_id][(facts.namespace, facts.resource)] = facts
+    _with_grants(clusters, resources_by_cluster, allocations, exclude_request_id)
     plans = {}
     for cluster_id in sorted(resources_by_cluster):
         cluster = clusters[cluster_id]
-        facts = allocations[cluster_id] + grants[cluster_id]
         plans[cluster_id] = _ClusterPlan(
             facts=cluster_facts(cluster, list(cluster.capacities.all())),
-            allocations={(a.namespace, a.resource): a for a in facts},
+            allocations=allocations[cluster_id],
             usage=tuple(typical_daily_peaks(cluster=cluster, today=timezone.localdate()))
             if with_usage
             else (),
@@ -201,6 +231,7 @@ def requests_fit_problems(
             cap=line.final_cap,
             per_pod_max=line.final_per_pod_max,
             workload_class=base.workload_class if base else line.team_namespace.workload_class,
+            held=base.held if base else Decimal(0),
         )
     problems = {}
     for request in requests:

@@ -106,6 +106,11 @@ class AllocationFacts:
     per_pod_max: Decimal | None = None
     workload_class: str = ""
     unit: str = ""
+    # Guarantee promised on top of this allocation by temporary grants: the increase of a
+    # grant approved to start later, and what a started grant that lowered the allocation
+    # gives back at its end. Both land on top of whatever the allocation is then, so a
+    # change of the allocation keeps it, and it counts in the capacity sum.
+    held: Decimal = Decimal(0)
 
 
 @dataclass(frozen=True)
@@ -500,7 +505,7 @@ def _jump_findings(
 
 
 def _guaranteed(resource: str, allocations: Iterable[AllocationFacts]) -> Decimal:
-    return sum((a.guarantee for a in allocations if a.resource == resource), ZERO)
+    return sum((a.guarantee + a.held for a in allocations if a.resource == resource), ZERO)
 
 
 def _capacity_sum_change(

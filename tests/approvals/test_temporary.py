@@ -152,6 +152,80 @@ def test_scheduled_grants_count_against_capacity(plan, lead_c, lead_a, gpu, admi
         request_submit(request=other, acting_user=lead_a)
 
 
+def _guarantees(plan, gpu) -> int:
+    return sum(
+        Allocation.objects.filter(team_namespace__in=plan.values(), resource=gpu).values_list(
+            "guarantee", flat=True
+        )
+    )
+
+
+def test_a_started_grant_that_lowered_a_guarantee_keeps_it_promised_until_its_end(
+    plan, lead_a, admin2, lead_c, gpu, admin, strict_policy
+):
+    """Team A lends 4 of its 6 GPUs for a while: the end gives them back, so nobody may be
+    promised them meanwhile (16 = 6 + 4 + 2, 4 free)."""
+    from common.errors import ValidationFailed
+
+    lend = new_request(
+        lead_a, plan["team-a"], gpu, 2, 10, kind="temporary", ends_in=timedelta(hours=3)
+    )
+    request_submit(request=lend, acting_user=lead_a)
+    request_approve(request=lend, acting_user=admin)
+    assert Allocation.objects.get(team_namespace=plan["team-a"]).guarantee == 2
+    # The 4 that were free still are: team B takes them (8 + 2 + 2, and 4 held for team A).
+    more_b = new_request(admin2, plan["team-b"], gpu, 8, 8)  # a platform admin asks for B
+    request_submit(request=more_b, acting_user=admin2)
+    request_approve(request=more_b, acting_user=admin)
+    # What team A lent is not free: a request for it is refused, naming the capacity.
+    more_c = new_request(lead_c, plan["team-c"], gpu, 4, 4)
+    with pytest.raises(ValidationFailed, match="above its capacity 16"):
+        request_submit(request=more_c, acting_user=lead_c)
+    # A change of team A's own allocation meanwhile keeps the 4 held on top of it.
+    smaller_a = new_request(lead_a, plan["team-a"], gpu, 1, 10)
+    request_submit(request=smaller_a, acting_user=lead_a)
+    request_approve(request=smaller_a, acting_user=admin)
+    with pytest.raises(ValidationFailed, match="above its capacity 16"):
+        request_submit(request=new_request(lead_c, plan["team-c"], gpu, 4, 4), acting_user=lead_c)
+    # At its end the grant gives the 4 back on top: never above the capacity.
+    QuotaRequest.objects.filter(pk=lend.pk).update(status=S.ACTIVE)
+    requests_expire_due(now=lend.ends_at + timedelta(seconds=1))
+    assert Allocation.objects.get(team_namespace=plan["team-a"]).guarantee == 5
+    assert _guarantees(plan, gpu) == 5 + 8 + 2 <= 16
+
+
+def test_a_scheduled_grant_holds_its_increase_on_top_of_later_changes(
+    plan, admin2, lead_c, gpu, admin, strict_policy
+):
+    """Team C's grant of +2 starts later, on top of the allocation as it is then: a permanent
+    change of team C meanwhile does not free the 2 (16 = 6 + 4 + 2, 4 free)."""
+    from common.errors import ValidationFailed
+
+    grant = new_request(
+        lead_c,
+        plan["team-c"],
+        gpu,
+        4,
+        6,
+        kind="temporary",
+        starts_at=timezone.now() + timedelta(hours=2),
+        ends_in=timedelta(hours=5),
+    )
+    request_submit(request=grant, acting_user=lead_c)
+    request_approve(request=grant, acting_user=admin)
+    change_c = new_request(lead_c, plan["team-c"], gpu, 3, 4)
+    request_submit(request=change_c, acting_user=lead_c)
+    request_approve(request=change_c, acting_user=admin)  # 6 + 4 + 3, and 2 held: 15
+    more_b = new_request(admin2, plan["team-b"], gpu, 6, 6)
+    with pytest.raises(ValidationFailed, match="above its capacity 16"):
+        request_submit(request=more_b, acting_user=admin2)
+    # The grant starts on top of 3, and the plan stays within the capacity.
+    assert requests_start_due(now=grant.starts_at + timedelta(minutes=1)) == [grant.pk]
+    started = Allocation.objects.get(team_namespace=plan["team-c"])
+    assert (started.guarantee, started.cap) == (5, 6)
+    assert _guarantees(plan, gpu) == 15
+
+
 # --- bounds, withdrawing and revoking a grant that has not started -------------------------
 
 
