@@ -2,6 +2,7 @@
 live_server. No pytest-playwright plugin: the browser is launched here by path, since
 `playwright install` cannot download browsers on these machines."""
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -66,7 +67,14 @@ def open_session(browser, live_server):
         return page
 
     yield open_as
+    from playwright.sync_api import Error as PlaywrightError
+
     for context in contexts:
+        # A live check the page sent last (typing, then submit) may still be answered by the
+        # server: wait for it, or it would touch the database after the test has ended.
+        for page in context.pages:
+            with contextlib.suppress(PlaywrightError):
+                page.wait_for_load_state("networkidle", timeout=10_000)
         context.close()
 
 
