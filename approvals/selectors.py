@@ -7,6 +7,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from django.db.models import Count, Prefetch, Q, QuerySet, Sum
 
 from approvals.models import Approval, QuotaRequest, RequestLine
+from approvals.validation import held_by_grants
 from common.amounts import format_amount
 from quotas.kube.plan import AllocationChange, resource_plan
 from quotas.kube.sync import Outcome, cluster_preview
@@ -345,12 +346,15 @@ def request_impact(lines: list[RequestLine], *, team_id: int) -> list[CapacityIm
         .values("team_namespace__cluster__name", "resource__name")
         .annotate(guarantee=Sum("guarantee"), cap=Sum("cap"))
     }
+    # Temporary grants hold guarantee the allocations do not show: promised all the same.
+    held = held_by_grants(cluster_ids)
     rows = []
     for capacity in capacity_summary(cluster_ids=sorted(cluster_ids)):
         key = (capacity.cluster, capacity.resource)
         if key not in deltas:
             continue
         guarantee_delta, cap_delta = deltas[key]
+        guaranteed = capacity.guaranteed + held.get(key, Decimal(0))
         mine = team.get(key, {})
         team_guarantee = mine.get("guarantee") or Decimal(0)
         team_cap = mine.get("cap") or Decimal(0)
@@ -360,8 +364,8 @@ def request_impact(lines: list[RequestLine], *, team_id: int) -> list[CapacityIm
                 resource=capacity.resource,
                 unit=capacity.unit,
                 capacity=capacity.capacity,
-                guaranteed_before=capacity.guaranteed,
-                guaranteed_after=capacity.guaranteed + guarantee_delta,
+                guaranteed_before=guaranteed,
+                guaranteed_after=guaranteed + guarantee_delta,
                 capped_before=capacity.capped,
                 capped_after=capacity.capped + cap_delta,
                 team_guarantee_before=team_guarantee,

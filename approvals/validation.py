@@ -53,6 +53,25 @@ def _grant_lines(clusters: dict[int, Cluster], exclude_request_id: int | None):
     )
 
 
+def _held(line: RequestLine) -> Decimal:
+    """The guarantee a temporary grant's line holds on top of the allocation (see
+    _with_grants); zero or less: none."""
+    change = line.final_guarantee - line.current_guarantee
+    return change if line.request.status == QuotaRequest.Status.APPROVED else -change
+
+
+def held_by_grants(cluster_ids: Iterable[int]) -> dict[tuple[str, str], Decimal]:
+    """Per (cluster, resource) name, the guarantee temporary grants hold on top of the
+    allocations: promised, though not (or no longer) in the allocations themselves."""
+    clusters = Cluster.objects.in_bulk(list(cluster_ids))
+    held: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    for line in _grant_lines(clusters, None):
+        amount = _held(line)
+        if amount > 0:
+            held[(clusters[line.team_namespace.cluster_id].name, line.resource.name)] += amount
+    return dict(held)
+
+
 def _with_grants(
     clusters: dict[int, Cluster],
     resources_by_cluster: dict[int, set[int]],
@@ -73,9 +92,7 @@ def _with_grants(
         if line.resource_id not in resources_by_cluster[cluster_id]:
             continue  # the plans hold the resources in question only
         key = (line.team_namespace.name, line.resource.name)
-        change = line.final_guarantee - line.current_guarantee
-        started = line.request.status != QuotaRequest.Status.APPROVED
-        held = -change if started else change
+        held = _held(line)
         if held <= 0:
             continue
         plan = allocations[cluster_id]

@@ -89,6 +89,33 @@ def test_a_plan_rule_is_placed_at_its_field_with_its_warnings_and_the_impact(
     assert "Changes in the clusters" not in html  # leads see no cluster objects
 
 
+def test_the_impact_counts_what_a_lending_grant_gives_back(
+    client, plan, lead_a, lead_c, gpu, admin, strict_policy
+):
+    """Team A lent 4 of its 6 GPUs for a while: the allocations sum to 8, but 12 are
+    promised, as the rules count them."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from approvals.lifecycle import request_approve, request_submit
+
+    lend = request_create(
+        team=plan["team-a"].team,
+        acting_user=lead_a,
+        justification="lend for a week",
+        lines=[LineInput(plan["team-a"].pk, gpu.pk, 2, 10)],
+        kind=QuotaRequest.Kind.TEMPORARY,
+        ends_at=timezone.now() + timedelta(days=7),
+    )
+    request_submit(request=lend, acting_user=lead_a)
+    request_approve(request=lend, acting_user=admin)
+    client.force_login(lead_c)
+    answer = answer_of(client.post("/requests/validate/", line_data(plan["team-c"], gpu, 3, 6)))
+    assert 'data-testid="impact-guaranteed">12 → 13<' in answer["impact_html"]
+    assert 'data-testid="impact-free">4 → 3<' in answer["impact_html"]
+
+
 def test_a_request_that_fits_says_who_must_approve(client, plan, lead_c, gpu, strict_policy):
     client.force_login(lead_c)
     answer = answer_of(client.post("/requests/validate/", line_data(plan["team-c"], gpu, 3, 6)))
