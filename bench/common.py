@@ -43,7 +43,7 @@ def figure(
 ) -> dict:
     ratio = None
     if baseline is not None and baseline > 0:
-        ratio = round(value / baseline, 3)
+        ratio = float(f"{value / baseline:.4g}")  # four significant digits, small or large
     return {
         "figure": name,
         "value": _round(value),
