@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.bench_sync import _Server
+from bench.bench_sync import _make_cluster, _Server
 from bench.common import figure, percentile, quick, setup_django, throwaway_database, write_figures
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,38 +103,23 @@ def noop_round_trips(count: int) -> list[float]:
 
 
 def build_cluster(namespaces: int, url: str) -> dict:
-    """A cluster of `namespaces` team namespaces with an allocation each, synced once; the
-    first LEADS teams get a lead who asks for the changes."""
-    from decimal import Decimal
-
+    """The sync benchmark's cluster of `namespaces` team namespaces (an allocation each),
+    synced once, with an approval policy that leaves every change to an admin; the first
+    LEADS teams get a lead who asks for the changes."""
     from django.contrib.auth.models import User
 
     from approvals.approval_policies import approval_policy_save
     from approvals.models import ApprovalPolicy
     from quotas.kube.sync import cluster_sync
-    from quotas.models import (
-        Cluster,
-        ClusterCapacity,
-        Resource,
-        Team,
-        TeamMembership,
-        TeamNamespace,
-    )
+    from quotas.models import Resource, TeamMembership, TeamNamespace
     from quotas.roles import ensure_role_groups, sync_role_permissions
-    from quotas.services import allocation_set
 
     sync_role_permissions()
     admin_group, _ = ensure_role_groups()
     admin, created = User.objects.get_or_create(username="bench-admin", defaults={"is_staff": True})
     if created:
         admin.groups.add(admin_group)
-    gpu, _ = Resource.objects.get_or_create(
-        name="nvidia.com/gpu", defaults={"display_name": "GPU", "kind": "gpu"}
-    )
-    cluster = Cluster.objects.create(
-        name=f"apply-{namespaces}", volcano_enabled=True, sandbox_url=url
-    )
-    ClusterCapacity.objects.create(cluster=cluster, resource=gpu, capacity=Decimal(namespaces * 8))
+    cluster = _make_cluster(namespaces, url)
     # Every change waits for the admin: the figure is an admin's approval, not auto-approval.
     approval_policy_save(
         policy=ApprovalPolicy(
@@ -146,20 +131,23 @@ def build_cluster(namespaces: int, url: str) -> dict:
         acting_user=admin,
     )
     leads = []
-    for i in range(namespaces):
-        slug = f"a{namespaces}-{i:05d}"
-        team = Team.objects.create(slug=slug, name=f"Team {slug}")
-        ns = TeamNamespace.objects.create(team=team, cluster=cluster, name=f"{slug}-train")
-        allocation_set(
-            team_namespace=ns, resource=gpu, guarantee=2, cap=6, per_pod_max=4, acting_user=None
+    for ns in (
+        TeamNamespace.objects.filter(cluster=cluster)
+        .select_related("team")
+        .order_by("name")[:LEADS]
+    ):
+        username = f"lead-{ns.team.slug}"
+        lead, _ = User.objects.get_or_create(
+            username=username, defaults={"email": f"{username}@example.com"}
         )
-        if i < LEADS:
-            lead = User.objects.create_user(f"lead-{slug}", f"lead-{slug}@example.com", None)
-            TeamMembership.objects.create(team=team, user=lead, role=TeamMembership.Role.LEAD)
-            leads.append((team, lead, ns))
+        TeamMembership.objects.get_or_create(
+            team=ns.team, user=lead, defaults={"role": TeamMembership.Role.LEAD}
+        )
+        leads.append((ns.team, lead, ns))
     run = cluster_sync(cluster_id=cluster.id, trigger="change")
     if run.status != "succeeded":
         raise RuntimeError(f"the first sync of {cluster.name} ended {run.status}")
+    gpu = Resource.objects.get(name="nvidia.com/gpu")
     return {"cluster": cluster, "admin": admin, "leads": leads, "gpu": gpu}
 
 
