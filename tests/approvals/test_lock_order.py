@@ -3,6 +3,7 @@ only the lock modules lock rows: read from the SQL PostgreSQL runs for each kind
 
 import ast
 import datetime
+import os
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -76,6 +77,12 @@ def _locked_tables(sql: str) -> list[str]:
 def assert_in_lock_order(queries) -> list[str]:
     """No statement locks a table ranked before one locked earlier (rows of a table already
     locked may be locked again); returns the tables in the order first locked."""
+    if connection.vendor != "postgresql":
+        # SQLite has no row locks (FOR UPDATE is left out of its SQL): nothing to read.
+        message = "the lock order is read from the SQL PostgreSQL runs"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
     first: list[str] = []
     highest = -1
     for query in queries:
