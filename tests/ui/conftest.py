@@ -39,6 +39,11 @@ def browser():
         from playwright.sync_api import sync_playwright
     except ImportError:
         pytest.fail("playwright is not installed: pip install playwright==1.65.2", pytrace=False)
+    from playwright.sync_api import expect
+
+    # Assertions wait as long as actions do (the contexts' 15 s): a loaded CI machine answers
+    # a form post slower than Playwright's default 5 s.
+    expect.set_options(timeout=15_000)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
