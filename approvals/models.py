@@ -10,6 +10,7 @@ from django.db.models.functions import Length
 from django.db.models.lookups import LessThanOrEqual
 from django.utils.translation import gettext_lazy as _
 
+from common.choices import ChoiceDisplay
 from quotas.models.fields import ZERO, amount_field
 from quotas.texts import localized_messages, stored_message
 
@@ -18,7 +19,7 @@ JUSTIFICATION_MAX_LENGTH = 4000
 COMMENT_MAX_LENGTH = 2000
 
 
-class QuotaRequest(models.Model):
+class QuotaRequest(ChoiceDisplay):
     class Status(models.TextChoices):
         DRAFT = "draft", _("draft")
         SUBMITTED = "submitted", _("submitted")

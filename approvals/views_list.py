@@ -8,13 +8,13 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import F
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
 from django.utils.translation import gettext as _
 
 from approvals.filtersets import RequestFilterSet
 from approvals.models import QuotaRequest
 from approvals.selectors import request_status_counts, requests_listed_for, requests_visible_to
 from approvals.validation import requests_fit_problems
+from common.pagecache import render_kept
 from quotas.selectors import teams_requestable_by
 
 S = QuotaRequest.Status
@@ -90,6 +90,16 @@ def _mark_fits(page) -> None:
 
 @login_required
 def request_list(request: HttpRequest) -> HttpResponse:
+    return render_kept(
+        request,
+        "requests",
+        page="approvals/request_list.html",
+        part="approvals/_request_list.html",
+        context=lambda: _request_list_context(request),
+    )
+
+
+def _request_list_context(request: HttpRequest) -> tuple[dict, int]:
     user = request.user
     filters = RequestFilterSet(
         request.GET or None, queryset=requests_listed_for(user), request=request
@@ -108,9 +118,7 @@ def request_list(request: HttpRequest) -> HttpResponse:
     _mark_fits(page)
     params = request.GET.copy()
     params.pop("page", None)
-    return render(
-        request,
-        "approvals/request_list.html",
+    return (
         {
             "filters": filters.form,
             "filter_errors": errors,
@@ -120,5 +128,5 @@ def request_list(request: HttpRequest) -> HttpResponse:
             "is_queue": bool(cleaned.get("status") == S.SUBMITTED or cleaned.get("waiting")),
             "may_request": teams_requestable_by(user).exists(),
         },
-        status=400 if errors else 200,
+        400 if errors else 200,
     )

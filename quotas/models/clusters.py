@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from common.amounts import format_amount
+from common.choices import ChoiceDisplay
 from quotas.models.fields import (
     ZERO,
     amount_field,
@@ -19,7 +20,7 @@ from quotas.models.fields import (
 from quotas.rules import whole_number_error
 
 
-class Cluster(models.Model):
+class Cluster(ChoiceDisplay):
     class Environment(models.TextChoices):
         TEST = "test", _("Test")
         STAGING = "staging", _("Staging")
@@ -177,7 +178,7 @@ class Cluster(models.Model):
         return Decimal(str(settings.QUOTA_DEFAULT_MAX_CAP_SHARE))
 
 
-class Resource(models.Model):
+class Resource(ChoiceDisplay):
     """A schedulable resource name with its unit and how quotas express it."""
 
     class Kind(models.TextChoices):

@@ -5,8 +5,10 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from common.choices import ChoiceDisplay
 
-class SyncRequest(models.Model):
+
+class SyncRequest(ChoiceDisplay):
     """Outbox row: written in the same transaction as the change that needs a sync."""
 
     class Status(models.TextChoices):
@@ -56,7 +58,7 @@ class SyncRequest(models.Model):
         return f"sync {self.cluster_id} gen {self.generation} ({self.status})"
 
 
-class SyncRun(models.Model):
+class SyncRun(ChoiceDisplay):
     """One pass over a cluster: what was compared, written, pruned, and how it ended."""
 
     class Status(models.TextChoices):
@@ -108,7 +110,7 @@ class SyncRun(models.Model):
         return f"{self.cluster} {self.trigger} {self.status} @ {self.started_at:%Y-%m-%d %H:%M:%S}"
 
 
-class SyncObjectResult(models.Model):
+class SyncObjectResult(ChoiceDisplay):
     """What a run did to one object: rows only for objects written, pruned, drifted, fenced,
     shadowed or failed; unchanged ones are only counted in SyncRun.counts."""
 

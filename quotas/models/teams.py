@@ -5,6 +5,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
+from common.choices import ChoiceDisplay
 from quotas.models.fields import dns1123_label_validator
 
 
@@ -56,7 +57,7 @@ class Team(models.Model):
         return chain
 
 
-class TeamMembership(models.Model):
+class TeamMembership(ChoiceDisplay):
     class Role(models.TextChoices):
         LEAD = "lead", _("Team lead")
         MEMBER = "member", _("Member")
@@ -86,7 +87,7 @@ class TeamMembership(models.Model):
         return f"{self.user} ({self.get_role_display()} of {self.team})"
 
 
-class TeamNamespace(models.Model):
+class TeamNamespace(ChoiceDisplay):
     """One Kubernetes namespace of a team on one cluster."""
 
     class WorkloadClass(models.TextChoices):

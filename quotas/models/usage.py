@@ -12,6 +12,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from common.choices import ChoiceDisplay
 from quotas.models.fields import ZERO, amount_field
 
 DEFAULT_GPU_REQUESTS_QUERY = (
@@ -27,7 +28,7 @@ class UsageSource(models.TextChoices):
     CSV = "csv", _("CSV import")
 
 
-class UsageSample(models.Model):
+class UsageSample(ChoiceDisplay):
     """What one team namespace held of one resource at one instant."""
 
     team_namespace = models.ForeignKey(
@@ -99,7 +100,7 @@ class UsageSample(models.Model):
         return f"{self.team_namespace} {self.resource} @ {self.timestamp:%Y-%m-%d %H:%M}"
 
 
-class UsageDaily(models.Model):
+class UsageDaily(ChoiceDisplay):
     """One day of one team namespace and resource, rolled up from the samples."""
 
     team_namespace = models.ForeignKey(
