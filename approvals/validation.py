@@ -25,7 +25,7 @@ from quotas.rules import (
     UsageFacts,
     check_change,
 )
-from quotas.selectors import allocation_facts, cluster_facts
+from quotas.selectors import allocation_facts_rows, cluster_facts
 from quotas.texts import localized_messages
 from quotas.usage.selectors import typical_daily_peaks
 
@@ -137,11 +137,9 @@ def _load_plans(
     current = Allocation.objects.filter(
         team_namespace__cluster_id__in=list(resources_by_cluster),
         resource_id__in={r for ids in resources_by_cluster.values() for r in ids},
-    ).select_related("team_namespace__cluster", "resource")
-    for allocation in current:
-        cluster_id = allocation.team_namespace.cluster_id
-        if allocation.resource_id in resources_by_cluster[cluster_id]:
-            facts = allocation_facts(allocation)
+    )
+    for cluster_id, resource_id, facts in allocation_facts_rows(current):
+        if resource_id in resources_by_cluster[cluster_id]:
             allocations[cluster_id][(facts.namespace, facts.resource)] = facts
     _with_grants(clusters, resources_by_cluster, allocations, exclude_request_id)
     plans = {}
@@ -222,11 +220,17 @@ def requests_fit_problems(
     of another request taken as applied first. Reads each cluster once for all requests.
     """
     requests = list(requests)
-    lines_of: dict[int, list[RequestLine]] = {r.pk: [] for r in requests}
+    # Lines a list page read already (requests_listed_for's listed_lines) are used as they are.
+    lines_of: dict[int, list[RequestLine]] = {
+        r.pk: list(getattr(r, "listed_lines", None) or []) for r in requests
+    }
+    unread = [r.pk for r in requests if getattr(r, "listed_lines", None) is None]
     for line in (
-        RequestLine.objects.filter(request_id__in=list(lines_of))
+        RequestLine.objects.filter(request_id__in=unread)
         .select_related("team_namespace", "resource")
         .order_by("id")
+        if unread
+        else ()
     ):
         lines_of[line.request_id].append(line)
     assuming = list(assuming)

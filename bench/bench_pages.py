@@ -19,7 +19,10 @@ cluster, allocations in two versions, usage rollups, requests in every state wit
 and audit history, grants, suggestions, syncs and drift. Database: a throw-away PostgreSQL
 database when BENCH_DATABASE_URL or DATABASE_URL names a server, else SQLite. The throttles'
 cache is Redis when CACHE_URL names one (as in production), else each process's memory; their
-rates are raised so the load is never refused, but they are counted as always.
+rates are raised so the load is never refused, but they are counted as always. The costly
+pages keep their main part in that cache while the data is unchanged (common.pagecache), as
+deployed; then a second server with PORTAL_PAGE_CACHE_SECONDS=0 gives the same pages computed
+on every request (", computed every time"), as after a write.
 
 Figures, for each page: p50 and p95 latency (baseline: the trivial view's) and throughput
 (baseline: the trivial view's throughput; the ratio is the share of it the page reaches).
@@ -68,13 +71,18 @@ TARGETS = [
 ]
 
 
+# The pages again with nothing kept (kind "page" but the trivial view).
+COMPUTED = [t for t in TARGETS if t[3] == "page" and t[0] != TRIVIAL]
+COMPUTED_SUFFIX = ", computed every time"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]
 
 
-def _server_env(db_url: str, var_dir: str) -> dict[str, str]:
+def _server_env(db_url: str, var_dir: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     for name in ("CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "DJANGO_DEBUG"):
         env.pop(name, None)
@@ -90,10 +98,13 @@ def _server_env(db_url: str, var_dir: str) -> dict[str, str]:
             "PYTHONPATH": str(ROOT),
         }
     )
+    env.update(extra or {})
     return env
 
 
-def start_gunicorn(db_url: str, var_dir: str, *, workers: int, threads: int):
+def start_gunicorn(
+    db_url: str, var_dir: str, *, workers: int, threads: int, env: dict[str, str] | None = None
+):
     port = _free_port()
     log = open(Path(var_dir) / "gunicorn.log", "w")  # noqa: SIM115 (closed by stop_gunicorn)
     proc = subprocess.Popen(
@@ -113,7 +124,7 @@ def start_gunicorn(db_url: str, var_dir: str, *, workers: int, threads: int):
             "--no-control-socket",
         ],
         cwd=ROOT,
-        env=_server_env(db_url, var_dir),
+        env=_server_env(db_url, var_dir, env),
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -222,6 +233,23 @@ def run(args) -> tuple[list[dict], dict]:
             )
         finally:
             stop_gunicorn(proc, log)
+        # The same pages computed on every request (nothing kept): what a page costs after
+        # a write, or with PORTAL_PAGE_CACHE_SECONDS=0.
+        print("pages computed every time (PORTAL_PAGE_CACHE_SECONDS=0):", flush=True)
+        proc, port, log = start_gunicorn(
+            db_url,
+            var_dir,
+            workers=args.workers,
+            threads=args.threads,
+            env={"PORTAL_PAGE_CACHE_SECONDS": "0"},
+        )
+        try:
+            computed = measure(
+                client, port, people, COMPUTED, seconds=args.seconds, warmup=args.warmup
+            )
+        finally:
+            stop_gunicorn(proc, log)
+        results.update({f"{label}{COMPUTED_SUFFIX}": r for label, r in computed.items()})
     size_label = f"{sizes['teams']} teams"
     figures = pages_figures(results, database, size_label)
     details = {

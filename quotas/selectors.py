@@ -187,6 +187,44 @@ def allocation_facts(allocation: Allocation) -> AllocationFacts:
     )
 
 
+# What allocation_facts reads, as columns: for many allocations, rows are much cheaper than
+# model instances with their namespace, cluster and resource.
+_FACT_COLUMNS = (
+    "team_namespace__cluster_id",
+    "resource_id",
+    "team_namespace__cluster__name",
+    "team_namespace__name",
+    "resource__name",
+    "guarantee",
+    "cap",
+    "per_pod_max",
+    "team_namespace__workload_class",
+    "resource__unit",
+)
+
+
+def allocation_facts_rows(
+    allocations: QuerySet[Allocation],
+) -> Iterator[tuple[int, int, AllocationFacts]]:
+    """(cluster id, resource id, facts) of each allocation, as allocation_facts gives them."""
+    for cluster_id, resource_id, *values in allocations.values_list(*_FACT_COLUMNS):
+        cluster, namespace, resource, guarantee, cap, per_pod_max, workload_class, unit = values
+        yield (
+            cluster_id,
+            resource_id,
+            AllocationFacts(
+                cluster=cluster,
+                namespace=namespace,
+                resource=resource,
+                guarantee=guarantee,
+                cap=cap,
+                per_pod_max=per_pod_max,
+                workload_class=workload_class,
+                unit=unit,
+            ),
+        )
+
+
 def plan_findings(*, cluster_ids: list[int] | None = None) -> list[Finding]:
     """Violations the current allocations already have (e.g. the seed's cap 10 above 8), for
     every cluster or only the given ones; errors first, then by cluster, namespace, resource."""
