@@ -7,11 +7,14 @@ by the code that writes: a trigger on every table of the portal's data moves it,
 the write (a service, the Django admin, a management command, QuerySet.update, bulk_create,
 raw SQL, a migration).
 
-- PostgreSQL: a constraint trigger deferred to commit, on every row written, moves the version
-  once per transaction, inside the transaction, as its last act. A reader sees the new version
-  exactly when it sees the data. The version's row is locked only at that moment, never before
-  any other lock a transaction takes, so it adds no lock-order hazard; writers wait for each
-  other only for the instant of their commits. TRUNCATE (the test runner's flush) moves it too.
+- PostgreSQL: a statement trigger on each tracked table (insert, update, delete, truncate)
+  notes, once per transaction, that the transaction wrote: one row in portal_data_change. That
+  row's constraint trigger, deferred to commit, moves the version and deletes the row: once
+  per transaction, inside it, as its last act. A reader sees the new version exactly when it
+  sees the data. The version's row is locked only at that moment, after every other lock the
+  transaction takes, so it adds no lock-order hazard; writers wait for each other only for the
+  instant of their commits. Statement triggers cost the same for one row or a million (the
+  usage import), and a statement that matched no row moves the version for nothing, harmlessly.
 - SQLite: a trigger on every row written; SQLite has one writer at a time anyway.
 
 The version is the later of "one more" and the time in microseconds, so it never comes back to a
@@ -30,6 +33,7 @@ from django.apps import apps
 from django.db import DEFAULT_DB_ALIAS, connections
 
 TABLE = "portal_dataversion"
+CHANGE_TABLE = "portal_data_change"  # PostgreSQL: a transaction's "I wrote", until its commit
 TRIGGER = "portal_data_changed"
 FUNCTION = "portal_data_changed"
 
@@ -64,32 +68,36 @@ def _pg_function_sql() -> list[str]:
         f"greatest({TABLE}.value + 1, EXCLUDED.value)"
     )
     return [
+        f"CREATE UNLOGGED TABLE IF NOT EXISTS {CHANGE_TABLE} (id bigserial PRIMARY KEY)",
         f"""CREATE OR REPLACE FUNCTION {FUNCTION}() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    -- once per transaction: the first row of a commit moves the version, the rest see it moved
+    -- the first write of a transaction notes it; the rest find it noted
     IF coalesce(current_setting('portal.data_changed', true), '') <> 'on' THEN
         PERFORM set_config('portal.data_changed', 'on', true);
-        {bump};
+        INSERT INTO {CHANGE_TABLE} DEFAULT VALUES;
     END IF;
     RETURN NULL;
 END $$""",
-        f"""CREATE OR REPLACE FUNCTION {FUNCTION}_truncated() RETURNS trigger LANGUAGE plpgsql
-AS $$ BEGIN {bump}; RETURN NULL; END $$""",
+        f"""CREATE OR REPLACE FUNCTION {FUNCTION}_commit() RETURNS trigger LANGUAGE plpgsql
+AS $$
+BEGIN
+    {bump};
+    DELETE FROM {CHANGE_TABLE} WHERE id = NEW.id;
+    RETURN NULL;
+END $$""",  # noqa: S608 - constants
+        f"DROP TRIGGER IF EXISTS {TRIGGER}_commit ON {CHANGE_TABLE}",
+        f"CREATE CONSTRAINT TRIGGER {TRIGGER}_commit AFTER INSERT ON {CHANGE_TABLE} "
+        f"DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {FUNCTION}_commit()",
     ]
 
 
 def _pg_trigger_sql(table: str, *, create: bool) -> list[str]:
-    statements = [
-        f'DROP TRIGGER IF EXISTS {TRIGGER} ON "{table}"',
-        f'DROP TRIGGER IF EXISTS {TRIGGER}_truncated ON "{table}"',
-    ]
+    statements = [f'DROP TRIGGER IF EXISTS {TRIGGER} ON "{table}"']
     if create:
-        statements += [
-            f'CREATE CONSTRAINT TRIGGER {TRIGGER} AFTER INSERT OR UPDATE OR DELETE ON "{table}" '
-            f"DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {FUNCTION}()",
-            f'CREATE TRIGGER {TRIGGER}_truncated AFTER TRUNCATE ON "{table}" '
-            f"FOR EACH STATEMENT EXECUTE FUNCTION {FUNCTION}_truncated()",
-        ]
+        statements.append(
+            f'CREATE TRIGGER {TRIGGER} AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON "{table}" '
+            f"FOR EACH STATEMENT EXECUTE FUNCTION {FUNCTION}()"
+        )
     return statements
 
 
@@ -119,7 +127,8 @@ def covered_tables(using: str = DEFAULT_DB_ALIAS) -> set[str]:
         if connection.vendor == "postgresql":
             cursor.execute(
                 "SELECT c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
-                "WHERE t.tgname = %s AND c.relnamespace = to_regnamespace(current_schema())",
+                "WHERE t.tgname = %s AND c.relnamespace = to_regnamespace(current_schema()) "
+                "AND t.tgtype & 1 = 0",  # a statement trigger (an older row trigger: replaced)
                 [TRIGGER],
             )
             return {row[0] for row in cursor.fetchall()}
