@@ -13,12 +13,20 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.utils.text import slugify
 from django.utils.translation import gettext as _
 
 from common.amounts import format_amount
 from quotas.kube.status import cluster_sync_status, open_sync_requests, recent_drift
 from quotas.models import Cluster
-from quotas.overview import ClusterLines, capacity_by_team, findings_visible_to, plan_summary
+from quotas.overview import (
+    ClusterLines,
+    ResourceLine,
+    amount_cell,
+    capacity_by_team,
+    findings_visible_to,
+    plan_summary,
+)
 from quotas.overview_charts import capacity_figure, chart_segments
 from quotas.roles import sees_everything
 from quotas.selectors import plan_findings
@@ -45,6 +53,23 @@ def _capacity_chart(block: ClusterLines, index: int, line) -> dict:
     }
 
 
+def _line_cells(line: ResourceLine, chart: dict) -> dict:
+    """A resource line of a cluster with its chart, each amount as the page writes it."""
+    return {
+        "line": line,
+        "chart": chart,
+        "slug": slugify(line.resource),
+        "capacity": amount_cell(line.capacity),
+        "guaranteed": amount_cell(line.guaranteed),
+        "free_guarantee": amount_cell(line.free_guarantee),
+        "capped": amount_cell(line.capped),
+        "shares": [
+            (share.label, share.is_others, amount_cell(share.guarantee), amount_cell(share.cap))
+            for share in line.shares
+        ],
+    }
+
+
 def _cluster_context(request: HttpRequest, clusters: QuerySet[Cluster]) -> dict:
     user = request.user
     everything = sees_everything(user)
@@ -61,7 +86,10 @@ def _cluster_context(request: HttpRequest, clusters: QuerySet[Cluster]) -> dict:
         blocks.append(
             {
                 "cluster": block.cluster,
-                "lines": list(zip(block.lines, charts, strict=True)),
+                "lines": [
+                    _line_cells(line, chart)
+                    for line, chart in zip(block.lines, charts, strict=True)
+                ],
                 "over_promised": block.over_promised,
                 "findings": findings.get(block.cluster.name, []),
                 "sync": sync.get(block.cluster.pk),
