@@ -75,8 +75,8 @@ def team_requests(*, team_ids: Iterable[int], limit: int = RECENT_PER_TEAM) -> d
 
 def active_temporary_grants(*, team_ids: Iterable[int]) -> dict[int, list[dict]]:
     """Per team: its temporary grants in force, soonest end first (id, team_id, ends_at), each
-    with its ``lines`` (namespace, resource_name, and the final guarantee and cap). Two queries (one
-    when there is no grant)."""
+    with its ``lines`` (team_namespace__name, resource__name, and the final guarantee and cap).
+    Two queries (one when there is no grant)."""
     grants = list(
         QuotaRequest.objects.filter(
             team_id__in=list(team_ids), kind=QuotaRequest.Kind.TEMPORARY, status=S.ACTIVE
@@ -91,8 +91,8 @@ def active_temporary_grants(*, team_ids: Iterable[int]) -> dict[int, list[dict]]
             .order_by("request_id", "id")
             .values(
                 "request_id",
-                namespace=F("team_namespace__name"),
-                resource_name=F("resource__name"),
+                "team_namespace__name",
+                "resource__name",
                 # RequestLine.final_guarantee and final_cap: decided, else requested.
                 guarantee=Coalesce("decided_guarantee", "requested_guarantee"),
                 cap=Coalesce("decided_cap", "requested_cap"),
@@ -111,8 +111,8 @@ def open_suggestions(*, team_ids: Iterable[int]) -> dict[int, list[dict]]:
     """Per team: the newest suggestion of each namespace and resource that would change the
     allocation and that no request made from it has taken up (one being decided or applied);
     the same rule as the one that refuses a second request from a suggestion. One query; each
-    suggestion a row (month, cluster_name, namespace, resource_name, its amounts and
-    confidence)."""
+    suggestion a row (month, its amounts, confidence, team_namespace__team_id, cluster__name,
+    team_namespace__name, resource__name)."""
     newest_month = (
         Suggestion.objects.filter(
             team_namespace=OuterRef("team_namespace"), resource=OuterRef("resource")
@@ -136,13 +136,13 @@ def open_suggestions(*, team_ids: Iterable[int]) -> dict[int, list[dict]]:
             "current_cap",
             "suggested_cap",
             "confidence",
-            team_id=F("team_namespace__team_id"),
-            cluster_name=F("cluster__name"),
-            namespace=F("team_namespace__name"),
-            resource_name=F("resource__name"),
+            "team_namespace__team_id",
+            "cluster__name",
+            "team_namespace__name",
+            "resource__name",
         )
     )
     out: dict[int, list[dict]] = defaultdict(list)
     for suggestion in rows:
-        out[suggestion["team_id"]].append(suggestion)
+        out[suggestion["team_namespace__team_id"]].append(suggestion)
     return out

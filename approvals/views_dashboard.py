@@ -7,7 +7,8 @@ A fixed number of queries, however many teams, allocations, days or requests the
 from datetime import datetime, timedelta
 
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
+from django.core.paginator import Page, Paginator
+from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -86,14 +87,15 @@ def _allocation_rows(team_ids: list[int]) -> dict[int, list[dict]]:
     out: dict[int, list[dict]] = {}
     for now in allocations_now(team_ids=team_ids):
         a = now.allocation
-        out.setdefault(a["team_id"], []).append(
+        workload_class = a["team_namespace__workload_class"]
+        out.setdefault(a["team_namespace__team_id"], []).append(
             {
-                "key": f"{a['namespace']}-{slugify(a['resource_name'])}",
-                "cluster": a["cluster"],
-                "namespace": a["namespace"],
-                "workload": workload.get(a["workload_class"], a["workload_class"]),
-                "resource": a["resource_name"],
-                "resource_display_name": a["resource_display_name"],
+                "key": f"{a['team_namespace__name']}-{slugify(a['resource__name'])}",
+                "cluster": a["team_namespace__cluster__name"],
+                "namespace": a["team_namespace__name"],
+                "workload": workload.get(workload_class, workload_class),
+                "resource": a["resource__name"],
+                "resource_display_name": a["resource__display_name"],
                 "guarantee": amount_cell(a["guarantee"]),
                 "cap": amount_cell(a["cap"]),
                 "per_pod_max": amount_cell(a["per_pod_max"]),
@@ -139,8 +141,8 @@ def _grant_rows(grants: list[dict]) -> list[dict]:
             "left": timeuntil(grant["ends_at"]),
             "lines": [
                 {
-                    "namespace": line["namespace"],
-                    "resource": line["resource_name"],
+                    "namespace": line["team_namespace__name"],
+                    "resource": line["resource__name"],
                     "guarantee": amount_cell(line["guarantee"]),
                     "cap": amount_cell(line["cap"]),
                 }
@@ -155,9 +157,9 @@ def _suggestion_rows(suggestions: list[dict], confidence: dict[str, str]) -> lis
     return [
         {
             "month": s["month"].strftime("%Y-%m"),
-            "cluster": s["cluster_name"],
-            "namespace": s["namespace"],
-            "resource": s["resource_name"],
+            "cluster": s["cluster__name"],
+            "namespace": s["team_namespace__name"],
+            "resource": s["resource__name"],
             "current_guarantee": amount_cell(s["current_guarantee"]),
             "suggested_guarantee": amount_cell(s["suggested_guarantee"]),
             "current_cap": amount_cell(s["current_cap"]),
@@ -168,27 +170,34 @@ def _suggestion_rows(suggestions: list[dict], confidence: dict[str, str]) -> lis
     ]
 
 
-def _team_page(request: HttpRequest, visible):
-    """The page of teams asked for; a team the user may not see is a 404, as if unknown."""
-    teams = visible.select_related("parent").order_by("slug")
+def _team_page(request: HttpRequest, visible) -> tuple[Page, str, list[str]]:
+    """The page of teams asked for (each a row: id, slug, name, parent_id, parent_name), the
+    slug asked for and the slugs of every team the user may see; a team the user may not see
+    is a 404, as if unknown. One query."""
+    teams = list(
+        visible.order_by("slug").values(
+            "id", "slug", "name", "parent_id", parent_name=F("parent__name")
+        )
+    )
+    slugs = [team["slug"] for team in teams]
     slug = request.GET.get("team", "").strip()
     if slug:
-        teams = teams.filter(slug=slug)
+        teams = [team for team in teams if team["slug"] == slug]
     page = Paginator(teams, TEAMS_PER_PAGE).get_page(request.GET.get("page"))
     if slug and not page.object_list:
         raise Http404(_("No team %(slug)s among the teams you may see.") % {"slug": slug})
-    return page, slug
+    return page, slug, slugs
 
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     user = request.user
     visible = teams_visible_to(user)
-    page, slug = _team_page(request, visible)
+    page, slug, slugs = _team_page(request, visible)
     teams = list(page.object_list)
-    ids = [t.pk for t in teams]
+    ids = [team["id"] for team in teams]
     everything = sees_everything(user)
-    roles = dict(TeamMembership.objects.filter(user=user).values_list("team_id", "role"))
+    roles = dict(TeamMembership.objects.filter(user=user).order_by().values_list("team_id", "role"))
     # The rule request_create applies (may_request_for), for every team of the page at once.
     led = set(ids) if is_platform_admin(user) else team_ids_of(user, roles=("lead",))
     allocations = _allocation_rows(ids)
@@ -201,13 +210,13 @@ def home(request: HttpRequest) -> HttpResponse:
     team_rows = [
         {
             "team": team,
-            "role": roles.get(team.pk),
-            "may_request": team.pk in led,
-            "allocations": allocations.get(team.pk, []),
-            "charts": charts.get(team.pk, []),
-            "request_lists": _request_lists(requests[team.pk], status_labels),
-            "grants": _grant_rows(grants.get(team.pk, [])),
-            "suggestions": _suggestion_rows(suggestions.get(team.pk, []), confidence),
+            "role": roles.get(team["id"]),
+            "may_request": team["id"] in led,
+            "allocations": allocations.get(team["id"], []),
+            "charts": charts.get(team["id"], []),
+            "request_lists": _request_lists(requests[team["id"]], status_labels),
+            "grants": _grant_rows(grants.get(team["id"], [])),
+            "suggestions": _suggestion_rows(suggestions.get(team["id"], []), confidence),
         }
         for team in teams
     ]
@@ -215,7 +224,7 @@ def home(request: HttpRequest) -> HttpResponse:
         "team_rows": team_rows,
         "page": page,
         "selected_team": slug,
-        "team_choices": list(visible.order_by("slug").values_list("slug", flat=True)),
+        "team_choices": slugs,
         "sees_everything": everything,
         "chart_data": [
             {"id": chart["id"], "figure": chart["figure"]}

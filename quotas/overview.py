@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
 
-from django.db.models import F, OuterRef, QuerySet, Subquery, Sum
+from django.db.models import OuterRef, QuerySet, Subquery, Sum
 from django.utils import timezone
 
 from common.amounts import format_amount
@@ -54,10 +54,10 @@ def visible_team_ids(user: AnyUser) -> set[int] | None:
 
 @dataclass(frozen=True)
 class AllocationNow:
-    """An allocation (as a row: team_id, cluster, namespace, workload_class, resource_name,
-    resource_display_name, guarantee, cap, per_pod_max, priority_classes) with the newest
-    reading of its usage: a raw sample (``used_at``), or, where only daily rollups are kept,
-    the peak of the newest day (``used_day``)."""
+    """An allocation (a row of its guarantee, cap, per_pod_max and priority_classes, its
+    team_namespace's team_id, cluster__name, name and workload_class, and its resource's name
+    and display_name) with the newest reading of its usage: a raw sample (``used_at``), or,
+    where only daily rollups are kept, the peak of the newest day (``used_day``)."""
 
     allocation: dict
     used: Decimal | None
@@ -108,12 +108,12 @@ def allocations_now(*, team_ids: Iterable[int]) -> list[AllocationNow]:
             "sample_at",
             "day_peak",
             "day_of_peak",
-            team_id=F("team_namespace__team_id"),
-            cluster=F("team_namespace__cluster__name"),
-            namespace=F("team_namespace__name"),
-            workload_class=F("team_namespace__workload_class"),
-            resource_name=F("resource__name"),
-            resource_display_name=F("resource__display_name"),
+            "team_namespace__team_id",
+            "team_namespace__cluster__name",
+            "team_namespace__name",
+            "team_namespace__workload_class",
+            "resource__name",
+            "resource__display_name",
         )
     )
     out = []
