@@ -270,9 +270,9 @@ class ClusterLines:
 OTHER_TEAMS = "other"  # the key of the aggregate; its label is translated by the page
 
 
-def _team_sums(clusters: QuerySet[Cluster]) -> QuerySet:
+def _team_sums(cluster_ids: list[int]) -> QuerySet:
     return (
-        Allocation.objects.filter(team_namespace__cluster__in=clusters)
+        Allocation.objects.filter(team_namespace__cluster_id__in=cluster_ids)
         .values(
             "team_namespace__cluster_id",
             "resource_id",
@@ -305,25 +305,26 @@ def _shares(rows: list[dict], visible: set[int] | None, others_label: str) -> li
 
 
 def capacity_by_team(
-    *, user: AnyUser, clusters: QuerySet[Cluster], others_label: str
+    *,
+    user: AnyUser,
+    clusters: list[Cluster],
+    capacities: list[ClusterCapacity],
+    others_label: str,
 ) -> list[ClusterLines]:
-    """Per cluster (by name) and resource: capacity, sums of guarantees and caps, and the
-    shares of the teams; three queries."""
+    """Per cluster (in the order given: by name) and resource: capacity, sums of guarantees and
+    caps, and the shares of the teams. The clusters and their capacities (with their
+    resources) are the caller's; one query, plus the user's teams."""
     visible = visible_team_ids(user)
-    cluster_list = list(clusters.order_by("name"))
-    capacities = {
-        (c.cluster_id, c.resource_id): c
-        for c in ClusterCapacity.objects.filter(cluster__in=clusters).select_related("resource")
-    }
+    capacity_of = {(c.cluster_id, c.resource_id): c for c in capacities}
     sums: dict[tuple[int, int], list[dict]] = defaultdict(list)
-    for row in _team_sums(clusters):
+    for row in _team_sums([cluster.pk for cluster in clusters]):
         sums[(row["team_namespace__cluster_id"], row["resource_id"])].append(row)
     out = []
-    for cluster in cluster_list:
+    for cluster in clusters:
         lines = []
-        keys = {k for k in (*capacities, *sums) if k[0] == cluster.pk}
+        keys = {k for k in (*capacity_of, *sums) if k[0] == cluster.pk}
         for key in keys:
-            rows, capacity = sums.get(key, []), capacities.get(key)
+            rows, capacity = sums.get(key, []), capacity_of.get(key)
             resource = capacity.resource if capacity else None
             first = rows[0] if rows else {}
             lines.append(

@@ -18,7 +18,7 @@ from django.utils.translation import gettext as _
 
 from common.amounts import format_amount
 from quotas.kube.status import cluster_sync_status, open_sync_requests, recent_drift
-from quotas.models import Cluster
+from quotas.models import Cluster, ClusterCapacity
 from quotas.overview import (
     ClusterLines,
     ResourceLine,
@@ -29,7 +29,7 @@ from quotas.overview import (
 )
 from quotas.overview_charts import capacity_figure, chart_segments
 from quotas.roles import sees_everything
-from quotas.selectors import plan_findings
+from quotas.selectors import plan_findings_of
 
 
 def _capacity_chart(block: ClusterLines, index: int, line) -> dict:
@@ -73,12 +73,19 @@ def _line_cells(line: ResourceLine, chart: dict) -> dict:
 def _cluster_context(request: HttpRequest, clusters: QuerySet[Cluster]) -> dict:
     user = request.user
     everything = sees_everything(user)
-    overview = capacity_by_team(user=user, clusters=clusters, others_label=_("Other teams"))
-    ids = [block.cluster.pk for block in overview]
+    # The clusters are read once, with their sync status, and their capacities once: the
+    # capacity lines and the rule violations both start from them.
+    sync_rows = cluster_sync_status(clusters=clusters)
+    sync = {row.cluster.pk: row for row in sync_rows}
+    cluster_list = [row.cluster for row in sync_rows]
+    ids = [cluster.pk for cluster in cluster_list]
+    capacities = list(ClusterCapacity.objects.filter(cluster_id__in=ids).select_related("resource"))
+    overview = capacity_by_team(
+        user=user, clusters=cluster_list, capacities=capacities, others_label=_("Other teams")
+    )
     findings = defaultdict(list)
-    for finding in findings_visible_to(user, plan_findings(cluster_ids=ids)):
+    for finding in findings_visible_to(user, plan_findings_of(cluster_list, capacities)):
         findings[finding.cluster].append(finding)
-    sync = {row.cluster.pk: row for row in cluster_sync_status(cluster_ids=ids)}
     blocks, chart_data = [], []
     for block in overview:
         charts = [_capacity_chart(block, i, line) for i, line in enumerate(block.lines)]

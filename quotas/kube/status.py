@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Count, JSONField, OuterRef, Q, Subquery
+from django.db.models import Count, JSONField, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from quotas.models import Cluster, DriftEvent, SyncRequest, SyncRun
@@ -57,10 +57,11 @@ def cluster_backend_problems(*, cluster_ids: list[int] | None = None) -> dict[in
 
 
 def cluster_sync_status(
-    *, drift_days: int = 7, cluster_ids: list[int] | None = None
+    *, clusters: QuerySet[Cluster] | None = None, drift_days: int = 7
 ) -> list[ClusterSyncStatus]:
-    """Per cluster (by name): its last sync run, pending and failed syncs with the last error,
-    drift found lately and backend problems. Three queries, whatever the number of clusters."""
+    """Per cluster (all, or those of ``clusters``; by name): its last sync run, pending and
+    failed syncs with the last error, drift found lately and backend problems. Three queries,
+    whatever the number of clusters."""
     since = timezone.now() - timedelta(days=drift_days)
     last_run = (
         SyncRun.objects.filter(cluster=OuterRef("pk"))
@@ -72,29 +73,33 @@ def cluster_sync_status(
         .order_by("-created_at")
         .values("last_error")[:1]
     )
-    clusters = Cluster.objects.order_by("name")
-    requests = SyncRequest.objects.all()
-    drift = DriftEvent.objects.filter(detected_at__gte=since)
-    if cluster_ids is not None:
-        clusters = clusters.filter(pk__in=cluster_ids)
-        requests = requests.filter(cluster_id__in=cluster_ids)
-        drift = drift.filter(cluster_id__in=cluster_ids)
-    clusters = clusters.annotate(
-        last_run_status=Subquery(last_run.values("status")[:1]),
-        last_run_started_at=Subquery(last_run.values("started_at")[:1]),
-        last_error=Subquery(last_failed),
-        problems=_last_problems(),
+    found = list(
+        (Cluster.objects.all() if clusters is None else clusters)
+        .order_by("name")
+        .annotate(
+            last_run_status=Subquery(last_run.values("status")[:1]),
+            last_run_started_at=Subquery(last_run.values("started_at")[:1]),
+            last_error=Subquery(last_failed),
+            problems=_last_problems(),
+        )
     )
+    ids = [cluster.pk for cluster in found]
     counts = {
         row["cluster_id"]: row
-        for row in requests.values("cluster_id").annotate(
+        for row in SyncRequest.objects.filter(cluster_id__in=ids)
+        .values("cluster_id")
+        .annotate(
             pending=Count("id", filter=Q(status=SyncRequest.Status.PENDING)),
             failed=Count("id", filter=Q(status=SyncRequest.Status.FAILED)),
         )
     }
-    drift_counts = dict(drift.values_list("cluster_id").annotate(n=Count("id")))
+    drift = dict(
+        DriftEvent.objects.filter(detected_at__gte=since, cluster_id__in=ids)
+        .values_list("cluster_id")
+        .annotate(n=Count("id"))
+    )
     rows = []
-    for cluster in clusters:
+    for cluster in found:
         of_cluster = counts.get(cluster.id, {})
         rows.append(
             ClusterSyncStatus(
@@ -103,7 +108,7 @@ def cluster_sync_status(
                 last_run_started_at=cluster.last_run_started_at,
                 pending=of_cluster.get("pending", 0),
                 failed=of_cluster.get("failed", 0),
-                drift_recent=drift_counts.get(cluster.id, 0),
+                drift_recent=drift.get(cluster.id, 0),
                 last_error=cluster.last_error or "",
                 backend_problems=cluster.problems or [],
             )
