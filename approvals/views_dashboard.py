@@ -199,7 +199,14 @@ def home(request: HttpRequest) -> HttpResponse:
     everything = sees_everything(user)
     roles = dict(TeamMembership.objects.filter(user=user).order_by().values_list("team_id", "role"))
     # The rule request_create applies (may_request_for), for every team of the page at once.
-    led = set(ids) if is_platform_admin(user) else team_ids_of(user, roles=("lead",))
+    if is_platform_admin(user):
+        led = set(ids)
+    elif roles and all(role == TeamMembership.Role.LEAD for role in roles.values()):
+        # Who leads every team they belong to leads every team they see (its departments'
+        # teams too): the teams already read, not a second read of the same memberships.
+        led = team_ids_of(user)
+    else:
+        led = team_ids_of(user, roles=(TeamMembership.Role.LEAD,))
     allocations = _allocation_rows(ids)
     charts = _charts_by_team(ids)
     requests = team_requests(team_ids=ids)

@@ -206,7 +206,9 @@ def plan_findings_of(clusters: list[Cluster], capacities: list[ClusterCapacity])
     capacities_of: dict[int, list[ClusterCapacity]] = defaultdict(list)
     for capacity in capacities:
         capacities_of[capacity.cluster_id].append(capacity)
-    rows = Allocation.objects.filter(team_namespace__cluster_id__in=list(names)).values_list(
+    # In no particular order: the findings are sorted, the sums do not depend on it.
+    allocations = Allocation.objects.filter(team_namespace__cluster_id__in=list(names)).order_by()
+    rows = allocations.values_list(
         "team_namespace__cluster_id",
         "team_namespace__name",
         "resource__name",

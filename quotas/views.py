@@ -79,7 +79,11 @@ def _cluster_context(request: HttpRequest, clusters: QuerySet[Cluster]) -> dict:
     sync = {row.cluster.pk: row for row in sync_rows}
     cluster_list = [row.cluster for row in sync_rows]
     ids = [cluster.pk for cluster in cluster_list]
-    capacities = list(ClusterCapacity.objects.filter(cluster_id__in=ids).select_related("resource"))
+    capacities = list(
+        ClusterCapacity.objects.filter(cluster_id__in=ids)
+        .select_related("resource")
+        .order_by("resource__name")
+    )
     overview = capacity_by_team(
         user=user, clusters=cluster_list, capacities=capacities, others_label=_("Other teams")
     )

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from approvals.models import QuotaRequest
-from quotas.models import Allocation, TeamMembership
+from quotas.models import Allocation, Team, TeamMembership
 from tests.conftest import make_user
 from tests.overview_world import grow_world
 
@@ -157,6 +157,23 @@ def test_recent_lists_are_cut_and_link_to_the_full_list(client, admin, people, w
     pending = page.split('data-testid="pending-t0"', 1)[1].split('data-testid="recent-t0"', 1)[0]
     assert pending.count('data-testid="request-') == 5
     assert "/requests/?team=t0" in pending
+
+
+def test_a_departments_lead_may_request_for_its_teams_not_where_only_a_member(client, world):
+    t0, t1 = world["teams"]
+    department = Team.objects.create(slug="dept", name="Research")
+    t0.parent = department
+    t0.save()
+    boss = make_user("boss")
+    TeamMembership.objects.create(team=department, user=boss, role="lead")
+    page = page_of(client, boss)
+    assert "<code>t0</code> · Research" in page and "you are a lead" in page
+    assert 'data-testid="new-request-dept"' in page and 'data-testid="new-request-t0"' in page
+    assert 'data-testid="team-t1"' not in page
+    TeamMembership.objects.create(team=t1, user=boss, role="member")
+    page = page_of(client, boss)
+    assert 'data-testid="new-request-t0"' in page and 'data-testid="team-t1"' in page
+    assert 'data-testid="new-request-t1"' not in page
 
 
 @pytest.mark.parametrize("persona", ["lead-t0", "member-t0"])
