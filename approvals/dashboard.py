@@ -21,7 +21,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce, RowNumber
 
 from approvals.lifecycle import _SUGGESTION_REUSABLE
-from approvals.models import QuotaRequest, RequestLine
+from approvals.models import QuotaRequest
 from approvals.transitions import ALLOWED, S
 from quotas.models import Suggestion
 
@@ -76,34 +76,43 @@ def team_requests(*, team_ids: Iterable[int], limit: int = RECENT_PER_TEAM) -> d
 def active_temporary_grants(*, team_ids: Iterable[int]) -> dict[int, list[dict]]:
     """Per team: its temporary grants in force, soonest end first (id, team_id, ends_at), each
     with its ``lines`` (team_namespace__name, resource__name, and the final guarantee and cap).
-    Two queries (one when there is no grant)."""
-    grants = list(
+    One query: a row per line, a grant without lines a row of its own."""
+    rows = (
         QuotaRequest.objects.filter(
             team_id__in=list(team_ids), kind=QuotaRequest.Kind.TEMPORARY, status=S.ACTIVE
         )
-        .order_by("ends_at", "id")
-        .values("id", "team_id", "ends_at")
-    )
-    lines: dict[int, list[dict]] = defaultdict(list)
-    if grants:
-        rows = (
-            RequestLine.objects.filter(request_id__in=[grant["id"] for grant in grants])
-            .order_by("request_id", "id")
-            .values(
-                "request_id",
-                "team_namespace__name",
-                "resource__name",
-                # RequestLine.final_guarantee and final_cap: decided, else requested.
-                guarantee=Coalesce("decided_guarantee", "requested_guarantee"),
-                cap=Coalesce("decided_cap", "requested_cap"),
-            )
+        # RequestLine.final_guarantee and final_cap: decided, else requested.
+        .annotate(
+            guarantee=Coalesce("lines__decided_guarantee", "lines__requested_guarantee"),
+            cap=Coalesce("lines__decided_cap", "lines__requested_cap"),
         )
-        for line in rows:
-            lines[line["request_id"]].append(line)
+        .order_by("ends_at", "id", "lines__id")
+        .values_list(
+            "id",
+            "team_id",
+            "ends_at",
+            "lines__id",
+            "lines__team_namespace__name",
+            "lines__resource__name",
+            "guarantee",
+            "cap",
+        )
+    )
     out: dict[int, list[dict]] = defaultdict(list)
-    for grant in grants:
-        grant["lines"] = lines[grant["id"]]
-        out[grant["team_id"]].append(grant)
+    grant: dict = {}
+    for grant_id, team_id, ends_at, line_id, namespace, resource, guarantee, cap in rows:
+        if grant.get("id") != grant_id:
+            grant = {"id": grant_id, "team_id": team_id, "ends_at": ends_at, "lines": []}
+            out[team_id].append(grant)
+        if line_id is not None:
+            grant["lines"].append(
+                {
+                    "team_namespace__name": namespace,
+                    "resource__name": resource,
+                    "guarantee": guarantee,
+                    "cap": cap,
+                }
+            )
     return out
 
 
