@@ -75,7 +75,7 @@ def team_requests(*, team_ids: Iterable[int], limit: int = RECENT_PER_TEAM) -> d
 
 def active_temporary_grants(*, team_ids: Iterable[int]) -> dict[int, list[dict]]:
     """Per team: its temporary grants in force, soonest end first (id, team_id, ends_at), each
-    with its ``lines`` (team_namespace__name, resource__name, and the final guarantee and cap).
+    with its ``lines`` (namespace and resource names, the final guarantee and cap).
     One query: a row per line, a grant without lines a row of its own."""
     rows = (
         QuotaRequest.objects.filter(
@@ -106,12 +106,7 @@ def active_temporary_grants(*, team_ids: Iterable[int]) -> dict[int, list[dict]]
             out[team_id].append(grant)
         if line_id is not None:
             grant["lines"].append(
-                {
-                    "team_namespace__name": namespace,
-                    "resource__name": resource,
-                    "guarantee": guarantee,
-                    "cap": cap,
-                }
+                {"namespace": namespace, "resource": resource, "guarantee": guarantee, "cap": cap}
             )
     return out
 

@@ -99,7 +99,7 @@ def _allocation_rows(team_ids: list[int]) -> dict[int, list[dict]]:
                 "guarantee": amount_cell(a["guarantee"]),
                 "cap": amount_cell(a["cap"]),
                 "per_pod_max": amount_cell(a["per_pod_max"]),
-                "priority_classes": ", ".join(a["priority_classes"] or ()),
+                "priority_classes": ", ".join(map(str, a["priority_classes"] or ())),
                 "used": None if now.used is None else amount_cell(now.used),
                 "used_at": _minute(now.used_at) if now.used_at else "",
                 "used_day": now.used_day.isoformat() if now.used_day else "",
@@ -141,8 +141,8 @@ def _grant_rows(grants: list[dict]) -> list[dict]:
             "left": timeuntil(grant["ends_at"]),
             "lines": [
                 {
-                    "namespace": line["team_namespace__name"],
-                    "resource": line["resource__name"],
+                    "namespace": line["namespace"],
+                    "resource": line["resource"],
                     "guarantee": amount_cell(line["guarantee"]),
                     "cap": amount_cell(line["cap"]),
                 }

@@ -63,9 +63,16 @@ def _line_cells(line: ResourceLine, chart: dict) -> dict:
         "guaranteed": amount_cell(line.guaranteed),
         "free_guarantee": amount_cell(line.free_guarantee),
         "capped": amount_cell(line.capped),
+        # The teams' shares, then the other teams' together (the last share, if any).
         "shares": [
-            (share.label, share.is_others, amount_cell(share.guarantee), amount_cell(share.cap))
+            (share.label, amount_cell(share.guarantee), amount_cell(share.cap))
             for share in line.shares
+            if not share.is_others
+        ],
+        "others": [
+            (share.label, amount_cell(share.guarantee), amount_cell(share.cap))
+            for share in line.shares
+            if share.is_others
         ],
     }
 
