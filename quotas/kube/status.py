@@ -116,12 +116,17 @@ def cluster_sync_status(
     return rows
 
 
-def recent_drift(*, cluster_ids: list[int] | None = None, limit: int = 20) -> list[DriftEvent]:
-    """The newest drift found on the clusters (all, or the given ones), newest first."""
-    events = DriftEvent.objects.select_related("cluster").order_by("-detected_at", "-id")
+def recent_drift(*, cluster_ids: list[int] | None = None, limit: int = 20) -> list[dict]:
+    """The newest drift found on the clusters (all, or the given ones), newest first: rows of
+    detected_at, cluster__name, kind, namespace, name, changes and restored."""
+    events = DriftEvent.objects.order_by("-detected_at", "-id")
     if cluster_ids is not None:
         events = events.filter(cluster_id__in=cluster_ids)
-    return list(events[:limit])
+    return list(
+        events.values(
+            "detected_at", "cluster__name", "kind", "namespace", "name", "changes", "restored"
+        )[:limit]
+    )
 
 
 def open_sync_requests(*, cluster_ids: list[int], limit: int = 20) -> list[SyncRequest]:
