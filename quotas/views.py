@@ -13,6 +13,7 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.utils.text import slugify
 from django.utils.translation import gettext as _
 
@@ -104,6 +105,7 @@ def _cluster_context(request: HttpRequest, clusters: QuerySet[Cluster]) -> dict:
         blocks.append(
             {
                 "cluster": block.cluster,
+                "url": reverse("cluster-detail", args=[block.cluster.name]),
                 "lines": [
                     _line_cells(line, chart)
                     for line, chart in zip(block.lines, charts, strict=True)
