@@ -7,11 +7,21 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from django.db.models import Case, Count, Exists, F, OuterRef, Prefetch, Q, Subquery, When, Window
-from django.db.models.functions import RowNumber
+from django.db.models import (
+    BooleanField,
+    Count,
+    Exists,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    Subquery,
+    Window,
+)
+from django.db.models.functions import Coalesce, RowNumber
 
 from approvals.lifecycle import _SUGGESTION_REUSABLE
-from approvals.models import QuotaRequest, RequestLine
+from approvals.models import QuotaRequest
 from approvals.transitions import ALLOWED, S
 from quotas.models import Suggestion
 
@@ -24,66 +34,89 @@ RECENT_PER_TEAM = 5
 def team_requests(*, team_ids: Iterable[int], limit: int = RECENT_PER_TEAM) -> dict[int, dict]:
     """Per team: ``pending`` (in flight, newest first), ``recent`` (finished, latest change
     first), ``limit`` of each at most, and how many there are in all (``pending_count``,
-    ``recent_count``). Two queries."""
-    ids = list(team_ids)
-    in_flight = Case(When(status__in=IN_FLIGHT, then=True), default=False)
+    ``recent_count``). One query; each request a row (id, status, kind, updated_at,
+    requested_by__username)."""
+    in_flight = ExpressionWrapper(Q(status__in=IN_FLIGHT), output_field=BooleanField())
+    partition = [F("team_id"), in_flight]
     ranked = (
-        QuotaRequest.objects.filter(team_id__in=ids)
+        QuotaRequest.objects.filter(team_id__in=list(team_ids))
         .exclude(status=S.ACTIVE)
-        .select_related("requested_by")
         .annotate(
             in_flight=in_flight,
             rank=Window(
                 RowNumber(),
-                partition_by=[F("team_id"), in_flight],
+                partition_by=partition,
                 order_by=[F("updated_at").desc(), F("id").desc()],
             ),
+            total=Window(Count("id"), partition_by=partition),
         )
         .filter(rank__lte=limit)
         .order_by("team_id", "-updated_at", "-id")
+        .values(
+            "id",
+            "team_id",
+            "status",
+            "kind",
+            "updated_at",
+            "requested_by__username",
+            "in_flight",
+            "total",
+        )
     )
     out: dict[int, dict] = defaultdict(
         lambda: {"pending": [], "recent": [], "pending_count": 0, "recent_count": 0}
     )
     for request in ranked:
-        out[request.team_id]["pending" if request.in_flight else "recent"].append(request)
-    counts = (
-        QuotaRequest.objects.filter(team_id__in=ids)
-        .exclude(status=S.ACTIVE)
-        .values("team_id")
-        .annotate(
-            pending=Count("id", filter=Q(status__in=IN_FLIGHT)),
-            recent=Count("id", filter=~Q(status__in=IN_FLIGHT)),
-        )
-        .order_by()
-    )
-    for row in counts:
-        out[row["team_id"]]["pending_count"] = row["pending"]
-        out[row["team_id"]]["recent_count"] = row["recent"]
+        which = "pending" if request["in_flight"] else "recent"
+        out[request["team_id"]][which].append(request)
+        out[request["team_id"]][f"{which}_count"] = request["total"]
     return out
 
 
-def active_temporary_grants(*, team_ids: Iterable[int]) -> dict[int, list[QuotaRequest]]:
-    """Per team: its temporary grants in force, soonest end first, with their lines. Two
-    queries."""
-    lines = RequestLine.objects.select_related("team_namespace__cluster", "resource")
-    grants = (
+def active_temporary_grants(*, team_ids: Iterable[int]) -> dict[int, list[dict]]:
+    """Per team: its temporary grants in force, soonest end first (id, team_id, ends_at), each
+    with its ``lines`` (namespace and resource names, the final guarantee and cap).
+    One query: a row per line, a grant without lines a row of its own."""
+    rows = (
         QuotaRequest.objects.filter(
             team_id__in=list(team_ids), kind=QuotaRequest.Kind.TEMPORARY, status=S.ACTIVE
         )
-        .prefetch_related(Prefetch("lines", queryset=lines))
-        .order_by("ends_at", "id")
+        # RequestLine.final_guarantee and final_cap: decided, else requested.
+        .annotate(
+            guarantee=Coalesce("lines__decided_guarantee", "lines__requested_guarantee"),
+            cap=Coalesce("lines__decided_cap", "lines__requested_cap"),
+        )
+        .order_by("ends_at", "id", "lines__id")
+        .values_list(
+            "id",
+            "team_id",
+            "ends_at",
+            "lines__id",
+            "lines__team_namespace__name",
+            "lines__resource__name",
+            "guarantee",
+            "cap",
+        )
     )
-    out: dict[int, list[QuotaRequest]] = defaultdict(list)
-    for grant in grants:
-        out[grant.team_id].append(grant)
+    out: dict[int, list[dict]] = defaultdict(list)
+    grant: dict = {}
+    for grant_id, team_id, ends_at, line_id, namespace, resource, guarantee, cap in rows:
+        if grant.get("id") != grant_id:
+            grant = {"id": grant_id, "team_id": team_id, "ends_at": ends_at, "lines": []}
+            out[team_id].append(grant)
+        if line_id is not None:
+            grant["lines"].append(
+                {"namespace": namespace, "resource": resource, "guarantee": guarantee, "cap": cap}
+            )
     return out
 
 
-def open_suggestions(*, team_ids: Iterable[int]) -> dict[int, list[Suggestion]]:
+def open_suggestions(*, team_ids: Iterable[int]) -> dict[int, list[dict]]:
     """Per team: the newest suggestion of each namespace and resource that would change the
     allocation and that no request made from it has taken up (one being decided or applied);
-    the same rule as the one that refuses a second request from a suggestion. One query."""
+    the same rule as the one that refuses a second request from a suggestion. One query; each
+    suggestion a row (month, its amounts, confidence, team_namespace__team_id, cluster__name,
+    team_namespace__name, resource__name)."""
     newest_month = (
         Suggestion.objects.filter(
             team_namespace=OuterRef("team_namespace"), resource=OuterRef("resource")
@@ -99,10 +132,21 @@ def open_suggestions(*, team_ids: Iterable[int]) -> dict[int, list[Suggestion]]:
         .filter(month=Subquery(newest_month))
         .exclude(suggested_guarantee=F("current_guarantee"), suggested_cap=F("current_cap"))
         .exclude(Exists(taken))
-        .select_related("cluster", "team_namespace", "resource")
         .order_by("team_namespace__team_id", "cluster__name", "team_namespace__name")
+        .values(
+            "month",
+            "current_guarantee",
+            "suggested_guarantee",
+            "current_cap",
+            "suggested_cap",
+            "confidence",
+            "team_namespace__team_id",
+            "cluster__name",
+            "team_namespace__name",
+            "resource__name",
+        )
     )
-    out: dict[int, list[Suggestion]] = defaultdict(list)
+    out: dict[int, list[dict]] = defaultdict(list)
     for suggestion in rows:
-        out[suggestion.team_namespace.team_id].append(suggestion)
+        out[suggestion["team_namespace__team_id"]].append(suggestion)
     return out

@@ -227,23 +227,53 @@ def allocation_facts_rows(
 
 def plan_findings(*, cluster_ids: list[int] | None = None) -> list[Finding]:
     """Violations the current allocations already have (e.g. the seed's cap 10 above 8), for
-    every cluster or only the given ones; errors first, then by cluster, namespace, resource."""
+    every cluster or only the given ones; errors first, then by cluster, namespace, resource.
+    Three queries whatever the number of clusters."""
     clusters = Cluster.objects.order_by("name")
+    capacities = ClusterCapacity.objects.select_related("resource")
     if cluster_ids is not None:
         clusters = clusters.filter(id__in=cluster_ids)
-    # Three queries whatever the number of clusters: the pages that show this must not grow.
-    capacities: dict[int, list[ClusterCapacity]] = defaultdict(list)
-    for capacity in ClusterCapacity.objects.filter(cluster__in=clusters).select_related("resource"):
-        capacities[capacity.cluster_id].append(capacity)
-    allocations: dict[int, list[Allocation]] = defaultdict(list)
-    for allocation in Allocation.objects.filter(
-        team_namespace__cluster__in=clusters
-    ).select_related("team_namespace__cluster", "resource"):
-        allocations[allocation.team_namespace.cluster_id].append(allocation)
+        capacities = capacities.filter(cluster_id__in=cluster_ids)
+    return plan_findings_of(list(clusters), list(capacities))
+
+
+def plan_findings_of(clusters: list[Cluster], capacities: list[ClusterCapacity]) -> list[Finding]:
+    """plan_findings for clusters and their capacities (with their resources) already read:
+    one query, the allocations read as rows, not models (a cluster may have hundreds)."""
+    names = {cluster.pk: cluster.name for cluster in clusters}
+    capacities_of: dict[int, list[ClusterCapacity]] = defaultdict(list)
+    for capacity in capacities:
+        capacities_of[capacity.cluster_id].append(capacity)
+    # In no particular order: the findings are sorted, the sums do not depend on it.
+    allocations = Allocation.objects.filter(team_namespace__cluster_id__in=list(names)).order_by()
+    rows = allocations.values_list(
+        "team_namespace__cluster_id",
+        "team_namespace__name",
+        "resource__name",
+        "guarantee",
+        "cap",
+        "per_pod_max",
+        "team_namespace__workload_class",
+        "resource__unit",
+    )
+    allocations_of: dict[int, list[AllocationFacts]] = defaultdict(list)
+    for cluster_id, namespace, resource, guarantee, cap, per_pod_max, workload, unit in rows:
+        allocations_of[cluster_id].append(
+            AllocationFacts(
+                cluster=names[cluster_id],
+                namespace=namespace,
+                resource=resource,
+                guarantee=guarantee,
+                cap=cap,
+                per_pod_max=per_pod_max,
+                workload_class=workload,
+                unit=unit,
+            )
+        )
     findings: list[Finding] = []
     for cluster in clusters:
         findings += check_plan(
-            cluster=cluster_facts(cluster, capacities[cluster.pk]),
-            allocations=[allocation_facts(a) for a in allocations[cluster.pk]],
+            cluster=cluster_facts(cluster, capacities_of[cluster.pk]),
+            allocations=allocations_of[cluster.pk],
         )
     return sort_findings(findings)

@@ -13,15 +13,24 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.utils.text import slugify
 from django.utils.translation import gettext as _
 
 from common.amounts import format_amount
 from quotas.kube.status import cluster_sync_status, open_sync_requests, recent_drift
-from quotas.models import Cluster
-from quotas.overview import ClusterLines, capacity_by_team, findings_visible_to, plan_summary
+from quotas.models import Cluster, ClusterCapacity
+from quotas.overview import (
+    ClusterLines,
+    ResourceLine,
+    amount_cell,
+    capacity_by_team,
+    findings_visible_to,
+    plan_summary,
+)
 from quotas.overview_charts import capacity_figure, chart_segments
 from quotas.roles import sees_everything
-from quotas.selectors import plan_findings
+from quotas.selectors import plan_findings_of
 
 
 def _capacity_chart(block: ClusterLines, index: int, line) -> dict:
@@ -45,15 +54,50 @@ def _capacity_chart(block: ClusterLines, index: int, line) -> dict:
     }
 
 
+def _line_cells(line: ResourceLine, chart: dict) -> dict:
+    """A resource line of a cluster with its chart, each amount as the page writes it."""
+    return {
+        "line": line,
+        "chart": chart,
+        "slug": slugify(line.resource),
+        "capacity": amount_cell(line.capacity),
+        "guaranteed": amount_cell(line.guaranteed),
+        "free_guarantee": amount_cell(line.free_guarantee),
+        "capped": amount_cell(line.capped),
+        # The teams' shares, then the other teams' together (the last share, if any).
+        "shares": [
+            (share.label, amount_cell(share.guarantee), amount_cell(share.cap))
+            for share in line.shares
+            if not share.is_others
+        ],
+        "others": [
+            (share.label, amount_cell(share.guarantee), amount_cell(share.cap))
+            for share in line.shares
+            if share.is_others
+        ],
+    }
+
+
 def _cluster_context(request: HttpRequest, clusters: QuerySet[Cluster]) -> dict:
     user = request.user
     everything = sees_everything(user)
-    overview = capacity_by_team(user=user, clusters=clusters, others_label=_("Other teams"))
-    ids = [block.cluster.pk for block in overview]
+    # The clusters are read once, with their sync status, and their capacities once: the
+    # capacity lines and the rule violations both start from them.
+    sync_rows = cluster_sync_status(clusters=clusters)
+    sync = {row.cluster.pk: row for row in sync_rows}
+    cluster_list = [row.cluster for row in sync_rows]
+    ids = [cluster.pk for cluster in cluster_list]
+    capacities = list(
+        ClusterCapacity.objects.filter(cluster_id__in=ids)
+        .select_related("resource")
+        .order_by("resource__name")
+    )
+    overview = capacity_by_team(
+        user=user, clusters=cluster_list, capacities=capacities, others_label=_("Other teams")
+    )
     findings = defaultdict(list)
-    for finding in findings_visible_to(user, plan_findings(cluster_ids=ids)):
+    for finding in findings_visible_to(user, plan_findings_of(cluster_list, capacities)):
         findings[finding.cluster].append(finding)
-    sync = {row.cluster.pk: row for row in cluster_sync_status(cluster_ids=ids)}
     blocks, chart_data = [], []
     for block in overview:
         charts = [_capacity_chart(block, i, line) for i, line in enumerate(block.lines)]
@@ -61,7 +105,11 @@ def _cluster_context(request: HttpRequest, clusters: QuerySet[Cluster]) -> dict:
         blocks.append(
             {
                 "cluster": block.cluster,
-                "lines": list(zip(block.lines, charts, strict=True)),
+                "url": reverse("cluster-detail", args=[block.cluster.name]),
+                "lines": [
+                    _line_cells(line, chart)
+                    for line, chart in zip(block.lines, charts, strict=True)
+                ],
                 "over_promised": block.over_promised,
                 "findings": findings.get(block.cluster.name, []),
                 "sync": sync.get(block.cluster.pk),

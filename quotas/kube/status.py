@@ -1,9 +1,9 @@
 """Reads of sync state for the UI: per cluster, the last run, pending and failed syncs, drift."""
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from django.db.models import Count, JSONField, OuterRef, Q, Subquery
+from django.db.models import Count, JSONField, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from quotas.models import Cluster, DriftEvent, SyncRequest, SyncRun
@@ -12,7 +12,9 @@ from quotas.models import Cluster, DriftEvent, SyncRequest, SyncRun
 @dataclass
 class ClusterSyncStatus:
     cluster: Cluster
-    last_run: SyncRun | None
+    # The last sync run (previews left out): its status (None: never synced) and start.
+    last_run_status: str | None
+    last_run_started_at: datetime | None
     pending: int
     failed: int
     drift_recent: int
@@ -22,14 +24,18 @@ class ClusterSyncStatus:
 
     @property
     def healthy(self) -> bool:
-        return self.failed == 0 and (
-            self.last_run is None or self.last_run.status != SyncRun.Status.FAILED
-        )
+        return self.failed == 0 and self.last_run_status != SyncRun.Status.FAILED
+
+    @property
+    def last_run_label(self) -> str | None:
+        """The last run's status, translated."""
+        if self.last_run_status is None:
+            return None
+        return str(dict(SyncRun.Status.choices).get(self.last_run_status, self.last_run_status))
 
 
-def cluster_backend_problems(*, cluster_ids: list[int] | None = None) -> dict[int, list[dict]]:
-    """Per cluster, the schedulers its API server did not serve in the last finished sync
-    (previews left out); clusters without problems are absent."""
+def _last_problems() -> Subquery:
+    """The backend problems of a cluster's last finished sync (previews left out)."""
     last = (
         SyncRun.objects.filter(cluster=OuterRef("pk"))
         .exclude(trigger=SyncRun.Trigger.PREVIEW)
@@ -37,40 +43,50 @@ def cluster_backend_problems(*, cluster_ids: list[int] | None = None) -> dict[in
         .order_by("-started_at")
         .values("backend_problems")[:1]
     )
+    return Subquery(last, output_field=JSONField())
+
+
+def cluster_backend_problems(*, cluster_ids: list[int] | None = None) -> dict[int, list[dict]]:
+    """Per cluster, the schedulers its API server did not serve in the last finished sync
+    (previews left out); clusters without problems are absent."""
     clusters = Cluster.objects.all()
     if cluster_ids is not None:
         clusters = clusters.filter(pk__in=cluster_ids)
-    rows = clusters.annotate(problems=Subquery(last, output_field=JSONField())).values_list(
-        "pk", "problems"
-    )
+    rows = clusters.annotate(problems=_last_problems()).values_list("pk", "problems")
     return {pk: problems for pk, problems in rows if problems}
 
 
 def cluster_sync_status(
-    *, drift_days: int = 7, cluster_ids: list[int] | None = None
+    *, clusters: QuerySet[Cluster] | None = None, drift_days: int = 7
 ) -> list[ClusterSyncStatus]:
-    """Per cluster (by name): its last sync run, pending and failed syncs with the last error,
-    drift found lately and backend problems. Six queries, whatever the number of clusters."""
+    """Per cluster (all, or those of ``clusters``; by name): its last sync run, pending and
+    failed syncs with the last error, drift found lately and backend problems. Three queries,
+    whatever the number of clusters."""
     since = timezone.now() - timedelta(days=drift_days)
     last_run = (
         SyncRun.objects.filter(cluster=OuterRef("pk"))
         .exclude(trigger=SyncRun.Trigger.PREVIEW)
         .order_by("-started_at")
-        .values("pk")[:1]
     )
     last_failed = (
         SyncRequest.objects.filter(cluster=OuterRef("pk"), status=SyncRequest.Status.FAILED)
         .order_by("-created_at")
         .values("last_error")[:1]
     )
-    clusters = Cluster.objects.order_by("name")
-    if cluster_ids is not None:
-        clusters = clusters.filter(pk__in=cluster_ids)
-    clusters = clusters.annotate(last_run_id=Subquery(last_run), last_error=Subquery(last_failed))
-    runs = {run.pk: run for run in SyncRun.objects.filter(pk__in=clusters.values("last_run_id"))}
-    requests = {
+    found = list(
+        (Cluster.objects.all() if clusters is None else clusters)
+        .order_by("name")
+        .annotate(
+            last_run_status=Subquery(last_run.values("status")[:1]),
+            last_run_started_at=Subquery(last_run.values("started_at")[:1]),
+            last_error=Subquery(last_failed),
+            problems=_last_problems(),
+        )
+    )
+    ids = [cluster.pk for cluster in found]
+    counts = {
         row["cluster_id"]: row
-        for row in SyncRequest.objects.filter(cluster__in=clusters)
+        for row in SyncRequest.objects.filter(cluster_id__in=ids)
         .values("cluster_id")
         .annotate(
             pending=Count("id", filter=Q(status=SyncRequest.Status.PENDING)),
@@ -78,34 +94,39 @@ def cluster_sync_status(
         )
     }
     drift = dict(
-        DriftEvent.objects.filter(detected_at__gte=since, cluster__in=clusters)
+        DriftEvent.objects.filter(detected_at__gte=since, cluster_id__in=ids)
         .values_list("cluster_id")
         .annotate(n=Count("id"))
     )
-    problems = cluster_backend_problems(cluster_ids=cluster_ids)
     rows = []
-    for cluster in clusters:
-        counts = requests.get(cluster.id, {})
+    for cluster in found:
+        of_cluster = counts.get(cluster.id, {})
         rows.append(
             ClusterSyncStatus(
                 cluster=cluster,
-                last_run=runs.get(cluster.last_run_id),
-                pending=counts.get("pending", 0),
-                failed=counts.get("failed", 0),
+                last_run_status=cluster.last_run_status,
+                last_run_started_at=cluster.last_run_started_at,
+                pending=of_cluster.get("pending", 0),
+                failed=of_cluster.get("failed", 0),
                 drift_recent=drift.get(cluster.id, 0),
                 last_error=cluster.last_error or "",
-                backend_problems=problems.get(cluster.id, []),
+                backend_problems=cluster.problems or [],
             )
         )
     return rows
 
 
-def recent_drift(*, cluster_ids: list[int] | None = None, limit: int = 20) -> list[DriftEvent]:
-    """The newest drift found on the clusters (all, or the given ones), newest first."""
-    events = DriftEvent.objects.select_related("cluster").order_by("-detected_at", "-id")
+def recent_drift(*, cluster_ids: list[int] | None = None, limit: int = 20) -> list[dict]:
+    """The newest drift found on the clusters (all, or the given ones), newest first: rows of
+    detected_at, cluster__name, kind, namespace, name, changes and restored."""
+    events = DriftEvent.objects.order_by("-detected_at", "-id")
     if cluster_ids is not None:
         events = events.filter(cluster_id__in=cluster_ids)
-    return list(events[:limit])
+    return list(
+        events.values(
+            "detected_at", "cluster__name", "kind", "namespace", "name", "changes", "restored"
+        )[:limit]
+    )
 
 
 def open_sync_requests(*, cluster_ids: list[int], limit: int = 20) -> list[SyncRequest]:

@@ -11,8 +11,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals.models import QuotaRequest
-from quotas.models import Allocation, TeamMembership
+from approvals.models import QuotaRequest, RequestLine
+from quotas.models import Allocation, Resource, Team, TeamMembership
 from tests.conftest import make_user
 from tests.overview_world import grow_world
 
@@ -137,6 +137,33 @@ def test_requests_grants_and_suggestions_of_the_team(client, people, world):
     assert "t0-c0" in suggestions and "<strong>4</strong>" in suggestions
 
 
+def test_grants_show_their_lines_in_order_and_a_grant_without_lines_too(client, people, world):
+    grant = QuotaRequest.objects.get(team=world["teams"][0], status="active")
+    line = grant.lines.get()
+    RequestLine.objects.create(
+        request=grant,
+        team_namespace=line.team_namespace,
+        resource=Resource.objects.create(name="cpu", display_name="CPU", unit="core"),
+        requested_guarantee=7,
+        requested_cap=8,
+        decided_guarantee=6,  # decided: shown instead of what was asked
+        decided_cap=7,
+    )
+    later = QuotaRequest.objects.create(
+        team=world["teams"][0],
+        requested_by=people["lead-t0"],
+        justification="no lines",
+        kind=QuotaRequest.Kind.TEMPORARY,
+        ends_at=grant.ends_at + timedelta(days=1),
+        status="active",
+    )
+    page = page_of(client, people["lead-t0"])
+    grants = page.split('data-testid="grants-t0"', 1)[1].split("</ul>", 1)[0]
+    text = " ".join(re.sub(r"<[^>]+>", " ", grants).split())
+    assert f"#{grant.pk} " in text and "t0-c0 nvidia.com/gpu 5 / 9; t0-c0 cpu 6 / 7" in text
+    assert text.index(f"#{grant.pk} ") < text.index(f"#{later.pk} ")  # soonest end first
+
+
 def test_a_suggestion_taken_up_by_a_request_is_no_longer_open(client, people, world):
     from quotas.models import Suggestion
 
@@ -157,6 +184,23 @@ def test_recent_lists_are_cut_and_link_to_the_full_list(client, admin, people, w
     pending = page.split('data-testid="pending-t0"', 1)[1].split('data-testid="recent-t0"', 1)[0]
     assert pending.count('data-testid="request-') == 5
     assert "/requests/?team=t0" in pending
+
+
+def test_a_departments_lead_may_request_for_its_teams_not_where_only_a_member(client, world):
+    t0, t1 = world["teams"]
+    department = Team.objects.create(slug="dept", name="Research")
+    t0.parent = department
+    t0.save()
+    boss = make_user("boss")
+    TeamMembership.objects.create(team=department, user=boss, role="lead")
+    page = page_of(client, boss)
+    assert "<code>t0</code> · Research" in page and "you are a lead" in page
+    assert 'data-testid="new-request-dept"' in page and 'data-testid="new-request-t0"' in page
+    assert 'data-testid="team-t1"' not in page
+    TeamMembership.objects.create(team=t1, user=boss, role="member")
+    page = page_of(client, boss)
+    assert 'data-testid="new-request-t0"' in page and 'data-testid="team-t1"' in page
+    assert 'data-testid="new-request-t1"' not in page
 
 
 @pytest.mark.parametrize("persona", ["lead-t0", "member-t0"])

@@ -4,15 +4,24 @@ violations and syncs; a lead sees other teams only as one aggregate; fixed query
 
 import json
 import re
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from portal.models import WorkerHeartbeat
-from quotas.models import Allocation, ClusterCapacity, TeamMembership
+from quotas.models import (
+    Allocation,
+    Cluster,
+    ClusterCapacity,
+    SyncRequest,
+    SyncRun,
+    TeamMembership,
+)
 from tests.conftest import make_user
 from tests.overview_world import grow_world
 
@@ -146,6 +155,35 @@ def test_workers_are_shown_to_platform_admins(client, people):
     WorkerHeartbeat.objects.create(hostname="worker-7", last_seen=timezone.now())
     assert "worker-7" in get(client, people["admin"], "/clusters/")
     assert "worker-7" not in get(client, people["lead-t0"], "/clusters/")
+
+
+def test_the_sync_table_shows_the_last_run_but_a_preview_and_the_backend_problems(client, people):
+    cluster = Cluster.objects.get(name="c0")
+    SyncRun.objects.filter(cluster=cluster).delete()
+    SyncRequest.objects.filter(cluster=cluster).delete()
+    assert table_rows(get(client, people["admin"], "/clusters/"), "clusters")[1][4] == "never"
+    started = timezone.now() - timedelta(hours=2)
+    run = SyncRun.objects.create(
+        cluster=cluster,
+        trigger=SyncRun.Trigger.RECONCILE,
+        mode="enforce",
+        status="succeeded",
+        backend_problems=[{"backend": "kueue", "message": "kueue's v1beta2 API is not served"}],
+    )
+    SyncRun.objects.filter(pk=run.pk).update(started_at=started)
+    # A later preview is neither the last sync nor where the problems are read from.
+    SyncRun.objects.create(
+        cluster=cluster, trigger=SyncRun.Trigger.PREVIEW, mode="enforce", status="failed"
+    )
+    page = get(client, people["admin"], "/clusters/")
+    row = table_rows(page, "clusters")[1]
+    when = timezone.localtime(started).strftime("%Y-%m-%d %H:%M")
+    assert row[0] == "c0" and row[4] == f"succeeded {when}"
+    assert row[5:8] == ["0", "0", "1"]  # pending, failed, drift of the last 7 days
+    assert "kueue&#x27;s v1beta2 API is not served" in page
+    assert 'data-testid="sync-c0" class="bad"' in page  # a backend problem is a bad row
+    lead_page = get(client, people["lead-t0"], "/clusters/")
+    assert "v1beta2" not in lead_page and "a scheduler is not served" in lead_page
 
 
 def test_summary_rows_columns_and_totals_for_admins(client, people, admin):
