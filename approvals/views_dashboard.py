@@ -10,7 +10,6 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Page, Paginator
 from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import slugify
@@ -19,6 +18,7 @@ from django.utils.translation import gettext as _
 
 from approvals.dashboard import active_temporary_grants, open_suggestions, team_requests
 from approvals.models import QuotaRequest
+from common.pagecache import render_kept
 from quotas.models import Suggestion, TeamMembership, TeamNamespace
 from quotas.overview import allocations_now, amount_cell, team_usage_series
 from quotas.overview_charts import team_usage_figure
@@ -191,6 +191,16 @@ def _team_page(request: HttpRequest, visible) -> tuple[Page, str, list[str]]:
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
+    return render_kept(
+        request,
+        "home",
+        page="quotas/home.html",
+        part="quotas/_home.html",
+        context=lambda: (_home_context(request), 200),
+    )
+
+
+def _home_context(request: HttpRequest) -> dict:
     user = request.user
     visible = teams_visible_to(user)
     page, slug, slugs = _team_page(request, visible)
@@ -240,4 +250,4 @@ def home(request: HttpRequest) -> HttpResponse:
         ],
         "chart_days": CHART_DAYS,
     }
-    return render(request, "quotas/home.html", context)
+    return context

@@ -93,14 +93,15 @@ def render_kept(
     page: str,
     part: str,
     context: Callable[[], tuple[dict, int]],
+    page_context: dict | None = None,
 ) -> HttpResponse:
     """The page template ``page`` around its main part: ``part`` rendered with ``context()``
     (the context and the status), kept as :func:`kept_content` says. ``page`` shows the part
-    as ``{{ content }}``."""
+    as ``{{ content }}``, with ``page_context`` (what its title needs)."""
 
     def compute() -> tuple[str, int]:
         values, status = context()
         return render_to_string(part, values, request=request), status
 
     content, status = kept_content(request, name, compute)
-    return render(request, page, {"content": content}, status=status)
+    return render(request, page, {**(page_context or {}), "content": content}, status=status)

@@ -246,30 +246,9 @@ def plan_findings_of(clusters: list[Cluster], capacities: list[ClusterCapacity])
         capacities_of[capacity.cluster_id].append(capacity)
     # In no particular order: the findings are sorted, the sums do not depend on it.
     allocations = Allocation.objects.filter(team_namespace__cluster_id__in=list(names)).order_by()
-    rows = allocations.values_list(
-        "team_namespace__cluster_id",
-        "team_namespace__name",
-        "resource__name",
-        "guarantee",
-        "cap",
-        "per_pod_max",
-        "team_namespace__workload_class",
-        "resource__unit",
-    )
     allocations_of: dict[int, list[AllocationFacts]] = defaultdict(list)
-    for cluster_id, namespace, resource, guarantee, cap, per_pod_max, workload, unit in rows:
-        allocations_of[cluster_id].append(
-            AllocationFacts(
-                cluster=names[cluster_id],
-                namespace=namespace,
-                resource=resource,
-                guarantee=guarantee,
-                cap=cap,
-                per_pod_max=per_pod_max,
-                workload_class=workload,
-                unit=unit,
-            )
-        )
+    for cluster_id, _resource_id, facts in allocation_facts_rows(allocations):
+        allocations_of[cluster_id].append(facts)
     findings: list[Finding] = []
     for cluster in clusters:
         findings += check_plan(
