@@ -111,3 +111,19 @@ def test_a_cache_that_fails_only_costs_the_computation(client, lead):
     ):
         again, _ = _visit(client)
     assert again == first
+
+
+@pytest.mark.parametrize("url", ["/", "/clusters/", "/clusters/demo/", "/summary/", "/audit/"])
+def test_every_kept_page_shows_a_change_at_once(client, plan, admin, gpu, url):
+    from quotas.services import allocation_set
+
+    client.force_login(admin)
+    before, computed = _visit(client, url)
+    again, kept = _visit(client, url)
+    assert again == before and kept < computed
+    allocation_set(
+        team_namespace=plan["team-b"], resource=gpu, guarantee=5, cap=7, acting_user=admin
+    )
+    after, recomputed = _visit(client, url)
+    assert after != before
+    assert recomputed > kept
