@@ -4,8 +4,8 @@ has changed.
 A page's main part (what its view computes from the database and renders, below the header)
 is kept in the cache under what it depends on:
 
-- the data version (common.dataversion): any committed write to the portal's data, by any
-  means, gives a new version, so a part computed before it is never shown after it;
+- the data version (common.dataversion): any committed write, by any means, gives a new
+  version, so a part computed before it is never shown after it;
 - who asks (the user: what they may see is decided from rows the version covers), the page
   and its query string, the language and the time zone;
 - the current time slot of PORTAL_PAGE_CACHE_SECONDS: what depends on the clock alone ("3
@@ -13,8 +13,8 @@ is kept in the cache under what it depends on:
 
 The header (navigation, the language switch with its CSRF token, messages) is rendered for each
 request as always. A part holding a CSRF token is never kept: tokens belong to one session.
-Nothing is kept or reused inside a transaction (the version cannot see uncommitted writes) or
-with PORTAL_PAGE_CACHE_SECONDS = 0.
+Nothing is kept or reused inside a transaction, on SQLite (the demo: no data version), or with
+PORTAL_PAGE_CACHE_SECONDS = 0.
 """
 
 import hashlib
@@ -53,6 +53,7 @@ def page_key(request: HttpRequest, name: str) -> str | None:
     asked = "\n".join(
         [
             name,
+            version,
             str(request.user.pk),
             translation.get_language() or "",
             timezone.get_current_timezone_name(),
@@ -61,7 +62,7 @@ def page_key(request: HttpRequest, name: str) -> str | None:
         ]
     )
     digest = hashlib.sha256(asked.encode()).hexdigest()[:32]
-    return f"page:{name}:{version}:{int(time.time() // seconds)}:{digest}"
+    return f"page:{name}:{int(time.time() // seconds)}:{digest}"
 
 
 def kept_content(request: HttpRequest, name: str, compute: Compute) -> tuple[SafeString, int]:

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.utils.translation import gettext_lazy
 
 from common.api.idempotency import IdempotencyKey
-from portal.models import ApiToken, DataVersion, WorkerHeartbeat
+from portal.models import ApiToken, WorkerHeartbeat
 from portal.tokens import api_token_revoke
 
 
@@ -11,22 +11,6 @@ class WorkerHeartbeatAdmin(admin.ModelAdmin):
     list_display = ["hostname", "last_seen", "beats"]
     search_fields = ["hostname"]
     readonly_fields = ["hostname", "last_seen", "beats"]
-
-
-@admin.register(DataVersion)
-class DataVersionAdmin(admin.ModelAdmin):
-    """Read-only: the database's triggers move it (common.dataversion)."""
-
-    list_display = ["value"]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(ApiToken)

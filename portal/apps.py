@@ -7,10 +7,8 @@ class PortalConfig(AppConfig):
     verbose_name = "Portal"
 
     def ready(self) -> None:
-        from common.dataversion import install_triggers
         from portal.schedules import ensure_default_schedules
 
         post_migrate.connect(
             ensure_default_schedules, sender=self, dispatch_uid="portal.default_schedules"
         )
-        post_migrate.connect(install_triggers, sender=self, dispatch_uid="portal.data_version")

@@ -73,19 +73,3 @@ class ApiToken(models.Model):
         if self.public_id:
             return f"{self.PREFIX}{self.public_id}"
         return f"old-format token #{self.pk}"
-
-
-class DataVersion(models.Model):
-    """One row: the version of the portal's data, moved by database triggers on every
-    committed write (common.dataversion)."""
-
-    id = models.PositiveSmallIntegerField(primary_key=True)
-    value = models.BigIntegerField(verbose_name=_("value"))
-
-    class Meta:
-        db_table = "portal_dataversion"
-        verbose_name = _("data version")
-        verbose_name_plural = _("data versions")
-
-    def __str__(self) -> str:
-        return str(self.value)
