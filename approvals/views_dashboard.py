@@ -18,6 +18,7 @@ from django.utils.translation import gettext as _
 
 from approvals.dashboard import active_temporary_grants, open_suggestions, team_requests
 from approvals.models import QuotaRequest
+from common.choices import choice_labels
 from common.pagecache import render_kept
 from quotas.models import Suggestion, TeamMembership, TeamNamespace
 from quotas.overview import allocations_now, amount_cell, team_usage_series
@@ -41,11 +42,6 @@ def _chart_labels() -> dict[str, str]:
 def _minute(moment: datetime) -> str:
     """A moment as the page writes it (``|date:"Y-m-d H:i"``, in the current time zone)."""
     return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M")
-
-
-def _labels(model, field: str) -> dict[str, str]:
-    """The translated label of each choice of a field, read once for the page."""
-    return {value: str(label) for value, label in model._meta.get_field(field).flatchoices}
 
 
 def _charts_by_team(team_ids: list[int]) -> dict[int, list[dict]]:
@@ -83,7 +79,7 @@ def _charts_by_team(team_ids: list[int]) -> dict[int, list[dict]]:
 
 def _allocation_rows(team_ids: list[int]) -> dict[int, list[dict]]:
     """Per team, its allocations with their newest usage, each cell as the page writes it."""
-    workload = _labels(TeamNamespace, "workload_class")
+    workload = choice_labels(TeamNamespace, "workload_class")
     out: dict[int, list[dict]] = {}
     for now in allocations_now(team_ids=team_ids):
         a = now.allocation
@@ -222,8 +218,8 @@ def _home_context(request: HttpRequest) -> dict:
     requests = team_requests(team_ids=ids)
     grants = active_temporary_grants(team_ids=ids)
     suggestions = open_suggestions(team_ids=ids)
-    status_labels = _labels(QuotaRequest, "status")
-    confidence = _labels(Suggestion, "confidence")
+    status_labels = choice_labels(QuotaRequest, "status")
+    confidence = choice_labels(Suggestion, "confidence")
     team_rows = [
         {
             "team": team,

@@ -21,6 +21,14 @@ def _labels(field) -> dict:
     return labels
 
 
+def choice_labels(model, field_name: str) -> dict:
+    """Each choice of the field with its label in the active language (for pages that read
+    rows rather than model instances)."""
+    return {
+        value: str(label) for value, label in _labels(model._meta.get_field(field_name)).items()
+    }
+
+
 class ChoiceDisplay(models.Model):
     class Meta:
         abstract = True
