@@ -2,7 +2,7 @@
 view on the same stack, in the same run.
 
     python -m bench.bench_pages [--teams 50 --clusters 4 --requests-per-team 60]
-    BENCH_QUICK=1 python -m bench.bench_pages          (8 teams, 2 s a page; under ~40 s)
+    BENCH_QUICK=1 python -m bench.bench_pages          (8 teams, 1 s a page; under ~45 s)
 
 The portal runs under gunicorn on loopback as deployed (gthread, --workers 3 --threads 4 unless
 told otherwise) with bench/settings.py: the portal's settings plus two trivial views
@@ -281,8 +281,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--teams", type=int, default=8 if small else 50)
     p.add_argument("--clusters", type=int, default=2 if small else 4)
     p.add_argument("--requests-per-team", type=int, default=10 if small else 60)
-    p.add_argument("--seconds", type=float, default=2.0 if small else 8.0, help="per page")
-    p.add_argument("--warmup", type=float, default=0.5 if small else 2.0, help="per page")
+    p.add_argument("--seconds", type=float, default=1.0 if small else 8.0, help="per page")
+    p.add_argument("--warmup", type=float, default=0.3 if small else 2.0, help="per page")
     p.add_argument("--concurrency", type=int, default=20, help="kept-alive connections")
     p.add_argument("--client-processes", type=int, default=None)
     p.add_argument("--workers", type=int, default=3, help="gunicorn workers (as deployed)")
