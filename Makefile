@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --quiet --generate-hashes --universal \
 	--python-version 3.11 $(UV_ARGS)
 
-.PHONY: run test lint format bench soak clean lock messages
+.PHONY: run test lint format bench soak clean lock messages controlplane test-real run-real
 
 # Installs exactly the locked tree (pip refuses anything without a matching hash), then the
 # project itself without letting it pull anything more.
@@ -29,6 +29,15 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The real control plane (kube-apiserver, etcd, controllers, kwok, Kueue, Volcano) built from
+# the wrapper Go modules in controlplane/ into a cache outside the repository; needs Go 1.26.
+controlplane: $(STAMP)
+	$(BIN)/python -m controlplane.build
+
+# Only the tests on the real control plane (make test runs them too where it is built).
+test-real: $(STAMP)
+	$(BIN)/python -m pytest tests/real $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

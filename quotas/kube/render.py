@@ -513,12 +513,13 @@ def render_priority_classes(plan: ClusterPlan) -> list[dict]:
 
 
 def render_priority_class(plan: ClusterPlan, pc: PriorityClassPlan) -> dict:
+    # ``globalDefault`` is left out rather than stated false: the API server omits a false one
+    # when it answers, so a stated false would read back as drift on every sync.
     obj: dict[str, Any] = kube_object(
         "scheduling.k8s.io/v1",
         "PriorityClass",
         _metadata(plan, pc.name),
         value=int(pc.value),
-        globalDefault=False,
         preemptionPolicy="PreemptLowerPriority" if pc.preempts else "Never",
     )
     if pc.description:

@@ -1,0 +1,74 @@
+"""The real control plane for the tests in this folder: etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler, kwok's fake GPU nodes, Kueue and Volcano, built by
+``make controlplane`` and started once per test session (``controlplane/launcher.py``).
+
+Without the built binaries these tests are skipped on a developer machine (one line in the
+header says how to enable them) and fail in CI. Each test starts from a cluster that has only
+its own namespaces (``ControlPlane.reset``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from controlplane.launcher import ControlPlane, available
+
+ENABLE_HINT = "real control plane not built: `make controlplane` (needs Go 1.26) enables tests/real"
+
+
+def pytest_report_header(config) -> str | None:
+    if not available():
+        return f"tests/real: {ENABLE_HINT}" + (" -- required in CI" if os.environ.get("CI") else "")
+    return None
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory) -> Iterator[ControlPlane]:
+    if not available():
+        if os.environ.get("CI"):
+            pytest.fail(ENABLE_HINT, pytrace=False)
+        pytest.skip(ENABLE_HINT)
+    cp = ControlPlane(Path(tmp_path_factory.mktemp("controlplane")))
+    cp.start()
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.fixture
+def real_cluster(control_plane) -> Iterator[ControlPlane]:
+    """The session's control plane, emptied of what the test wrote once it ends."""
+    yield control_plane
+    control_plane.reset()
+
+
+@pytest.fixture
+def on_real_cluster(real_cluster):
+    """Points a portal Cluster row at the real control plane (kubeconfig connection):
+    ``on_real_cluster(cluster)`` returns the refreshed row."""
+    from quotas.models import Cluster
+
+    def point(cluster: Cluster) -> Cluster:
+        Cluster.objects.filter(pk=cluster.pk).update(
+            connection=Cluster.Connection.KUBECONFIG,
+            kubeconfig_path=str(real_cluster.kubeconfig),
+            kubeconfig_context="controlplane",
+        )
+        cluster.refresh_from_db()
+        return cluster
+
+    return point
+
+
+def sync_now(cluster, trigger: str = "reconcile"):
+    """One sync of ``cluster`` in this process (the portal's real sync code and client); the
+    run, refreshed. A reconcile compares every object; "change" only what changed."""
+    from quotas.kube.sync import cluster_sync
+
+    run = cluster_sync(cluster_id=cluster.pk, trigger=trigger, worker="tests-real")
+    run.refresh_from_db()
+    return run
