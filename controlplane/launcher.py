@@ -329,6 +329,31 @@ class ControlPlane:
         self.server = f"https://127.0.0.1:{port}"
         crt, key = self.apiserver_cert
         sa_private, sa_public = self.sa_keys
+        # Who asked for what (user, verb, resource) lands in an audit log the tests read, e.g.
+        # to prove the portal's ClusterRole grants exactly the verbs its sync uses.
+        self.audit_log = self.workdir / "logs" / "audit.jsonl"
+        policy = self.workdir / "audit-policy.yaml"
+        policy.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "audit.k8s.io/v1",
+                    "kind": "Policy",
+                    "omitStages": ["RequestReceived"],
+                    "rules": [
+                        {"level": "None", "userGroups": ["system:masters", "system:nodes"]},
+                        {
+                            "level": "None",
+                            "users": [
+                                "system:kube-controller-manager",
+                                "system:kube-scheduler",
+                                "system:apiserver",
+                            ],
+                        },
+                        {"level": "Metadata"},
+                    ],
+                }
+            )
+        )
         self._spawn(
             "kube-apiserver",
             [
@@ -342,8 +367,10 @@ class ControlPlane:
                 "--advertise-address=127.0.0.1",
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--allow-privileged=true",
-                # No pod gets a token volume: kwok's pods run no containers.
-                "--disable-admission-plugins=ServiceAccount",
+                # No pod gets a token volume (kwok's pods run no containers); new nodes get no
+                # not-ready taint, which only the node lifecycle controller (off: kwok renews
+                # no leases) would take away again.
+                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
                 "--authorization-mode=RBAC",
                 f"--client-ca-file={self.pki.ca_file}",
                 f"--service-account-issuer={self.server}",
@@ -351,6 +378,9 @@ class ControlPlane:
                 f"--service-account-signing-key-file={sa_private}",
                 "--enable-priority-and-fairness=false",
                 "--profiling=false",
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
             ],
         )
         self._write_kubeconfig(self.kubeconfig, "admin", self.admin_cert)
@@ -686,6 +716,10 @@ class ControlPlane:
                 self.bin["vc-controller-manager"],
                 f"--kubeconfig={self.kubeconfig}",
                 "--leader-elect=false",
+                # The manager waits for the caches of every controller it runs before starting
+                # any: JobFlow's CRDs (flow.volcano.sh) are not installed, so its controllers
+                # stay off, or no queue would ever open.
+                "--controllers=*,-sharding-controller,-jobflow-controller,-jobtemplate-controller",
                 f"--healthz-address=127.0.0.1:{free_port()}",
                 f"--listen-address=127.0.0.1:{free_port()}",
                 "--logtostderr",
@@ -764,6 +798,20 @@ class ControlPlane:
                 *[f"namespace/{n}" for n in names],
                 check=False,
             )
+
+    def audit_events(self, username: str) -> list[dict]:
+        """The API server's audit events (ResponseComplete) of one user, oldest first."""
+        if not self.audit_log.exists():
+            return []
+        events = []
+        with self.audit_log.open() as f:
+            for line in f:
+                event = json.loads(line)
+                if event.get("stage") == "ResponseComplete" and (
+                    event.get("user", {}).get("username") == username
+                ):
+                    events.append(event)
+        return events
 
     # -- small client ----------------------------------------------------------------------
 

@@ -44,6 +44,10 @@ KEPT_KINDS = frozenset(
         ("policy", "PodDisruptionBudget"),
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
+        # admissionregistration.k8s.io/v1 only from Kubernetes 1.36: the 1.36 schemas of these
+        # two are merged into the 1.35 document (see openapi/SOURCES.md).
+        ("admissionregistration.k8s.io", "MutatingAdmissionPolicy"),
+        ("admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding"),
     }
 )
 CRD_DIRS = ("volcano", "kueue")

@@ -44,6 +44,12 @@ KINDS: dict[tuple[str, str], KindPath] = {
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): KindPath(
         "validatingadmissionpolicybindings", False
     ),
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy"): KindPath(
+        "mutatingadmissionpolicies", False
+    ),
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicyBinding"): KindPath(
+        "mutatingadmissionpolicybindings", False
+    ),
     ("scheduling.volcano.sh/v1beta1", "Queue"): KindPath("queues", False),
     ("kueue.x-k8s.io/v1beta2", "ClusterQueue"): KindPath("clusterqueues", False),
     ("kueue.x-k8s.io/v1beta2", "LocalQueue"): KindPath("localqueues", True),

@@ -67,6 +67,9 @@ class ClusterPlan:
     kueue_cpu_pool: Decimal | None = None
     kueue_memory_pool_gib: Decimal | None = None
     yunikorn_namespace: str = "yunikorn"
+    # Whether the API server serves admissionregistration.k8s.io/v1 MutatingAdmissionPolicy
+    # (Kubernetes 1.36+): learnt by the sync from discovery, never stored.
+    mutating_policies_served: bool = False
     # Monotonic counter of the cluster's desired state; written on objects to fence old syncs.
     generation: int = 0
 

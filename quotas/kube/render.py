@@ -9,7 +9,8 @@ Mapping (see shared/PRODUCT.md, "How an allocation maps onto cluster objects"):
 
 - core: ``Namespace`` labels and annotations; ``ResourceQuota`` ``gpu-quota`` with the caps,
   plus ``gpu-quota-other-classes`` (hard 0 on ``requests.`` keys for pods outside the allowed
-  priority classes); ``PriorityClass`` objects.
+  priority classes); ``LimitRange`` ``default-requests`` (default cpu/memory requests where
+  the quota caps them); ``PriorityClass`` objects.
 - per-pod max: one cluster-wide ``ValidatingAdmissionPolicy`` + binding that reads each
   namespace's maxima from its annotations (never a LimitRange: see
   :func:`render_per_pod_max_policy`).
@@ -17,8 +18,8 @@ Mapping (see shared/PRODUCT.md, "How an allocation maps onto cluster objects"):
   cap) under department queues; the Namespace names its queue in an annotation.
 - Kueue (v1beta2): ``ResourceFlavor`` per GPU model plus ``default-flavor``, ``Cohort`` chain
   whose root holds the capacity nobody is guaranteed, ``ClusterQueue`` per team namespace
-  (nominalQuota = guarantee, borrowingLimit = cap - guarantee, cpu and memory always covered),
-  LocalQueue ``default``.
+  (nominalQuota = guarantee, borrowingLimit = cap - guarantee; cpu and memory always covered,
+  nominal a share of the pool so a team can reclaim what it lent), LocalQueue ``default``.
 - YuniKorn: ``queues.yaml`` in ConfigMap ``yunikorn-configs``, with a catch-all placement rule.
 
 The generation annotation is not rendered: the sync engine adds it when it writes.
@@ -62,15 +63,34 @@ YUNIKORN_QUEUES_KEY = "queues.yaml"
 # Where YuniKorn places pods of namespaces the portal does not manage (see yunikorn_queues_yaml).
 YUNIKORN_DEFAULT_QUEUE = "default"
 VOLCANO_ROOT_QUEUE = "root"
-# The Namespace annotation Volcano's PodGroup admission reads to route the namespace's PodGroups
-# (volcano-sh/volcano: schedulingv1beta1.QueueNameAnnotationKey, read in mutate_podgroup.go).
+# The team queue of a Namespace, read by the portal's queue policies (and by Volcano's PodGroup
+# mutating webhook where one is deployed); on a pod, the queue of the PodGroup Volcano makes for
+# it (volcano-sh/volcano: schedulingv1beta1.QueueNameAnnotationKey).
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+# A pod's PodGroup (set on a Volcano Job's pods): that PodGroup's queue is the pod's.
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+VOLCANO_SCHEDULER = "volcano"
+# The admission policies (and bindings) that hold Volcano work to its namespace's team queue.
+VOLCANO_QUEUE_POLICY_NAME = "quota-portal-volcano-queue"
 # The Queue CRD's bounds on spec.weight.
 VOLCANO_MAX_WEIGHT = 65535
 DEFAULT_FLAVOR = "default-flavor"
 # The per-pod max admission policy and its binding (one each per cluster).
 PER_POD_MAX_POLICY_NAME = "quota-portal-per-pod-max"
 PER_POD_MAX_ANNOTATION_PREFIX = "quota-portal/per-pod-max."
+# Marks a namespace whose HAMi containers must state their vGPU memory (see
+# render_per_pod_max_policy); one annotation per vGPU memory resource.
+VGPU_MEMORY_REQUIRED_ANNOTATION_PREFIX = "quota-portal/vgpu-memory-required."
+# The LimitRange that gives containers default cpu/memory requests where the quota caps them.
+LIMIT_RANGE_NAME = "default-requests"
+# Default requests, in base units (cores, bytes): what a small sidecar (a mesh proxy, a log
+# shipper) needs. A namespace gets the smaller of this and its per-pod max (else its cap).
+DEFAULT_REQUESTS = {"cpu": Decimal("0.1"), "memory": Decimal(128 * 2**20)}
+# Resources a pod may state at pod level (spec.resources, PodLevelResources; hugepages aside).
+_POD_LEVEL_RESOURCES = ("cpu", "memory")
+# HAMi (Project-HAMi/HAMi, default device config): the device-count resource whose containers
+# get a whole device's memory unless they also state the memory resource.
+HAMI_COUNT_RESOURCES = {"nvidia.com/gpumem": "nvidia.com/gpu"}
 
 VOLCANO_API = "scheduling.volcano.sh/v1beta1"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
@@ -88,6 +108,9 @@ _KUEUE_BASE_RESOURCES = ("cpu", "memory")
 # "Unbounded" cpu / memory for Kueue, in base units (cores, bytes): far above any cluster, and
 # far below int64 (Kueue sums quotas as int64 milli-cpu / bytes up the cohort tree).
 _KUEUE_UNBOUNDED = {"cpu": Decimal(10**9), "memory": Decimal(2**60)}
+# The steps a ClusterQueue's share of the cpu / memory pool is rounded down to (base units): a
+# millicore, a MiB.
+_KUEUE_SHARE_STEP = {"cpu": Decimal("0.001"), "memory": Decimal(2**20)}
 
 # Apply order: namespaces, then cluster-scoped objects, then namespaced objects.
 _KIND_ORDER = {
@@ -95,10 +118,15 @@ _KIND_ORDER = {
     ("scheduling.k8s.io/v1", "PriorityClass"): 1,
     (ADMISSION_API, "ValidatingAdmissionPolicy"): 2,
     (ADMISSION_API, "ValidatingAdmissionPolicyBinding"): 3,
+    (ADMISSION_API, "MutatingAdmissionPolicy"): 2,
+    (ADMISSION_API, "MutatingAdmissionPolicyBinding"): 3,
     (KUEUE_API, "ResourceFlavor"): 4,
     (KUEUE_API, "Cohort"): 5,
     (VOLCANO_API, "Queue"): 6,
     (KUEUE_API, "ClusterQueue"): 7,
+    # Same rank as the quota: a namespace's LimitRange ("default-requests") sorts before its
+    # quotas, so containers get their default requests before a cpu/memory quota demands them.
+    ("v1", "LimitRange"): 8,
     ("v1", "ResourceQuota"): 8,
     (KUEUE_API, "LocalQueue"): 9,
     ("v1", "ConfigMap"): 10,
@@ -253,11 +281,21 @@ def per_pod_max_annotation(resource_name: str) -> str:
     ``/`` and at most 63 characters, so ``/`` becomes ``_`` and a name too long is cut and
     suffixed with a hash of the whole resource name (still one key per resource).
     """
-    name = PER_POD_MAX_ANNOTATION_PREFIX.split("/", 1)[1] + resource_name.replace("/", "_")
+    return _resource_annotation(PER_POD_MAX_ANNOTATION_PREFIX, resource_name)
+
+
+def vgpu_memory_required_annotation(resource_name: str) -> str:
+    """The Namespace annotation that makes HAMi containers of the namespace state
+    ``resource_name`` (a vGPU memory resource): ``quota-portal/vgpu-memory-required.<name>``."""
+    return _resource_annotation(VGPU_MEMORY_REQUIRED_ANNOTATION_PREFIX, resource_name)
+
+
+def _resource_annotation(prefix: str, resource_name: str) -> str:
+    name = prefix.split("/", 1)[1] + resource_name.replace("/", "_")
     if len(name) > 63:
         digest = hashlib.sha256(resource_name.encode()).hexdigest()[:10]
         name = name[:52].rstrip("-_.") + "-" + digest
-    return PER_POD_MAX_ANNOTATION_PREFIX.split("/", 1)[0] + "/" + name
+    return prefix.split("/", 1)[0] + "/" + name
 
 
 def _per_pod_maxima(ns: NamespacePlan) -> dict[str, str]:
@@ -268,9 +306,20 @@ def _per_pod_maxima(ns: NamespacePlan) -> dict[str, str]:
     }
 
 
+def _vgpu_memory_resources(ns: NamespacePlan) -> list[str]:
+    """The HAMi vGPU memory resources allocated to the namespace whose device-count resource
+    is known (:data:`HAMI_COUNT_RESOURCES`)."""
+    return [
+        a.resource.name
+        for a in _sorted_allocations(ns)
+        if a.resource.kind == "vgpu_memory" and a.resource.name in HAMI_COUNT_RESOURCES
+    ]
+
+
 def render_namespace_object(plan: ClusterPlan, ns: NamespacePlan) -> dict:
-    """The team ``Namespace``: labels, and annotations for the per-pod maxima (read by the
-    admission policy) and, with Volcano, the queue its PodGroups go to.
+    """The team ``Namespace``: labels, and annotations for the per-pod maxima and the HAMi
+    vGPU memory rule (read by the admission policy) and, with Volcano, the queue its PodGroups
+    go to.
 
     Volcano's PodGroup admission puts a PodGroup that names no queue into the queue named by
     the namespace annotation ``scheduling.volcano.sh/queue-name``; without it every team job
@@ -283,6 +332,8 @@ def render_namespace_object(plan: ClusterPlan, ns: NamespacePlan) -> dict:
     annotations = {
         per_pod_max_annotation(name): amount for name, amount in _per_pod_maxima(ns).items()
     }
+    for name in _vgpu_memory_resources(ns):
+        annotations[vgpu_memory_required_annotation(name)] = "true"
     if "volcano" in plan.backends and ns.allocations:
         annotations[VOLCANO_QUEUE_ANNOTATION] = ns.name
     if annotations:
@@ -351,17 +402,72 @@ def render_resource_quotas(plan: ClusterPlan, ns: NamespacePlan) -> list[dict]:
     return quotas
 
 
-def _cel_limit(resource: str) -> str:
-    """CEL: the limit a container ``c`` states for ``resource``, 0.0 when it states none."""
+def render_limit_range(plan: ClusterPlan, ns: NamespacePlan) -> dict | None:
+    """The ``LimitRange`` ``default-requests`` of a namespace whose quota caps cpu or memory,
+    else None.
+
+    Kubernetes' quota admission refuses every container that states no request for a quota'd
+    ``requests.cpu`` / ``requests.memory`` ("must specify requests.cpu for: ..."): injected
+    sidecars and third-party charts often state none. The LimitRanger admission plugin sets a
+    ``type: Container`` ``defaultRequest`` on every container and init container that states no
+    request of that resource (after API defaulting, which copies a stated limit into a missing
+    request, so a container's own limit is never exceeded). Only the quota'd resources get a
+    default; no ``default`` limits (the quota counts requests, a limit would throttle) and never
+    GPU entries (a default GPU request would give every container a GPU).
+
+    The default is :data:`DEFAULT_REQUESTS` (100m cpu, 128Mi memory), lowered to the
+    namespace's per-pod max (else its cap) when that is smaller, so a defaulted container
+    alone always fits both.
+    """
+    defaults = {}
+    for a in _sorted_allocations(ns):
+        name = a.resource.name
+        if name not in DEFAULT_REQUESTS or _quota_key(a) != f"requests.{name}":
+            continue
+        bound = _base_units(a.per_pod_max if a.per_pod_max is not None else a.cap, a.resource)
+        defaults[name] = _base_quantity(min(DEFAULT_REQUESTS[name], bound), name)
+    if not defaults:
+        return None
+    return kube_object(
+        "v1",
+        "LimitRange",
+        _metadata(plan, LIMIT_RANGE_NAME, namespace=ns.name, team=ns.team.slug),
+        spec={"limits": [{"type": "Container", "defaultRequest": defaults}]},
+    )
+
+
+def _cel_amount(resource: str) -> str:
+    """CEL: what a container ``c`` states for ``resource``: its limit, else its request, else
+    0.0. The larger of the two: the API server has already refused a request above the limit
+    (and a request of an extended resource that differs from its limit)."""
     return (
         f"has(c.resources) && has(c.resources.limits) && '{resource}' in c.resources.limits"
-        f" ? quantity(c.resources.limits['{resource}']).asApproximateFloat() : 0.0"
+        f" ? quantity(c.resources.limits['{resource}']).asApproximateFloat()"
+        f" : has(c.resources) && has(c.resources.requests) && '{resource}' in c.resources.requests"
+        f" ? quantity(c.resources.requests['{resource}']).asApproximateFloat() : 0.0"
+    )
+
+
+def _cel_states(resource: str) -> str:
+    """CEL: whether a container ``c`` states ``resource`` in its limits or requests."""
+    return (
+        f"has(c.resources) && (has(c.resources.limits) && '{resource}' in c.resources.limits"
+        f" || has(c.resources.requests) && '{resource}' in c.resources.requests)"
+    )
+
+
+def _cel_pod_level(field: str, resource: str) -> str:
+    """CEL: whether the pod states ``resource`` in pod-level ``spec.resources.<field>``."""
+    return (
+        f"has(object.spec.resources) && has(object.spec.resources.{field})"
+        f" && '{resource}' in object.spec.resources.{field}"
     )
 
 
 def render_per_pod_max_policy(plan: ClusterPlan) -> list[dict]:
     """The ``ValidatingAdmissionPolicy`` and its binding that hold pods to the per-pod max of
-    their namespace, or nothing when no namespace has a per-pod max.
+    their namespace and HAMi containers to stating their vGPU memory, or nothing when no
+    namespace has a per-pod max or a vGPU memory allocation.
 
     Why not a LimitRange: a ``type: Pod`` max rejects every pod that states no limit for the
     resource (CPU-only pods, injected sidecars, controller pods), and a ``type: Container``
@@ -371,18 +477,32 @@ def render_per_pod_max_policy(plan: ClusterPlan) -> list[dict]:
     annotations on its Namespace (:func:`per_pod_max_annotation`, a quantity such as "8"),
     read through ``namespaceObject``. That scales to thousands of namespaces (two objects, the
     API server caches namespaces) and has no parameter objects that could be missing: a
-    namespace without the annotation, or a pod that states no limit for the resource, is
+    namespace without the annotation, or a pod that states nothing of the resource, is
     admitted. Not a ConfigMap parameter (``paramKind``): a ConfigMap in the team's namespace is
     writable by anyone with the usual ``edit`` role, the cluster-scoped Namespace is not.
 
     Per resource with a per-pod max anywhere in the cluster, one validation compares what the
-    pod states with the max, counted the way Kubernetes computes a pod's effective limit:
-    sidecars (init containers with ``restartPolicy: Always``) + the larger of the sum of the
-    regular containers and the largest other init container. (Kubernetes adds only the sidecars
-    started before an init container to it; adding all of them never counts less.) Amounts are
+    pod states with the max: per container the larger of limit and request (the limit if
+    stated, else the request: :func:`_cel_amount`), aggregated the way Kubernetes computes a
+    pod's effective requests and limits (component-helpers ``resource.PodRequests`` /
+    ``PodLimits``): sidecars (init containers with ``restartPolicy: Always``) + the larger of
+    the sum of the regular containers and the largest other init container. (Kubernetes adds
+    only the sidecars started before an init container to it; adding all of them never counts
+    less.) For cpu and memory, pod-level ``spec.resources`` (PodLevelResources, on by default
+    since 1.34) replace the containers' aggregate: a pod-level limit is the pod's amount (its
+    containers' limits each fit it, their requests sum to at most the pod's), a pod-level
+    request alone counts next to the containers' aggregate. Amounts are
     compared as floats with half the smallest unit as tolerance (1m cpu, 1 for the rest), so
     float sums never reject a pod that is exactly at its max. Only standard CEL and the
     Kubernetes ``quantity()`` and list ``sum()`` functions are used.
+
+    HAMi: a container that states the device count (``nvidia.com/gpu``) but not
+    ``nvidia.com/gpumem`` gets a whole device's memory (HAMi's default), which neither the
+    zero quota on ``requests.nvidia.com/gpumem`` nor the per-pod max sees. In a namespace with
+    a vGPU memory allocation (:func:`vgpu_memory_required_annotation`) such a container,
+    init containers included, is refused, naming it; namespaces without one keep whole-GPU
+    pods. Refused rather than defaulted: only a MutatingAdmissionPolicy could default it, and a
+    default amount would be a guess about the workload.
 
     Only ``CREATE`` of pods and ``UPDATE`` of ``pods/resize`` (in-place resize) are checked:
     checking every pod update would block label or finalizer changes of pods created before
@@ -393,7 +513,8 @@ def render_per_pod_max_policy(plan: ClusterPlan) -> list[dict]:
     the policy to the namespaces this portal cluster manages.
     """
     resources = sorted({name for ns in plan.namespaces for name in _per_pod_maxima(ns)})
-    if not resources:
+    vgpu_memory = sorted({name for ns in plan.namespaces for name in _vgpu_memory_resources(ns)})
+    if not resources and not vgpu_memory:
         return []
     variables = [
         {
@@ -415,7 +536,7 @@ def render_per_pod_max_policy(plan: ClusterPlan) -> list[dict]:
     for index, resource in enumerate(resources):
         v = f"r{index}"
         key = per_pod_max_annotation(resource)
-        limit = _cel_limit(resource)
+        amount = _cel_amount(resource)
         maximum = f"namespaceObject.metadata.annotations['{key}']"
         tolerance = "0.0005" if resource == "cpu" else "0.5"
         variables += [
@@ -432,11 +553,11 @@ def render_per_pod_max_policy(plan: ClusterPlan) -> list[dict]:
             },
             {
                 "name": f"{v}Containers",
-                "expression": f"([0.0] + object.spec.containers.map(c, {limit})).sum()",
+                "expression": f"([0.0] + object.spec.containers.map(c, {amount})).sum()",
             },
             {
                 "name": f"{v}Sidecars",
-                "expression": f"([0.0] + variables.sidecars.map(c, {limit})).sum()",
+                "expression": f"([0.0] + variables.sidecars.map(c, {amount})).sum()",
             },
             {
                 "name": f"{v}Running",
@@ -446,20 +567,76 @@ def render_per_pod_max_policy(plan: ClusterPlan) -> list[dict]:
         # sidecars + max(containers, each init container) <= max, written without a max():
         # the running containers fit, and every init container fits next to the sidecars.
         init_fits = (
-            f"variables.oneShotInitContainers.all(c, variables.{v}Sidecars + ({limit})"
+            f"variables.oneShotInitContainers.all(c, variables.{v}Sidecars + ({amount})"
             f" <= variables.{v}Max)"
         )
+        if resource in _POD_LEVEL_RESOURCES:
+            pod_limit = f"object.spec.resources.limits['{resource}']"
+            pod_request = f"object.spec.resources.requests['{resource}']"
+            variables += [
+                {"name": f"{v}PodLimitSet", "expression": _cel_pod_level("limits", resource)},
+                {
+                    "name": f"{v}PodRequest",
+                    "expression": f"{_cel_pod_level('requests', resource)}"
+                    f" ? quantity({pod_request}).asApproximateFloat() : 0.0",
+                },
+                {
+                    # A pod-level limit is the pod's; else the larger of a pod-level request
+                    # and what the containers state.
+                    "name": f"{v}Pod",
+                    "expression": f"variables.{v}PodLimitSet"
+                    f" ? quantity({pod_limit}).asApproximateFloat()"
+                    f" : variables.{v}PodRequest > variables.{v}Running"
+                    f" ? variables.{v}PodRequest : variables.{v}Running",
+                },
+            ]
+            init_fits = f"(variables.{v}PodLimitSet || {init_fits})"
+        else:
+            variables.append({"name": f"{v}Pod", "expression": f"variables.{v}Running"})
+        fits = f"variables.{v}Pod <= variables.{v}Max && {init_fits}"
         validations.append(
             {
-                "expression": f"!variables.{v}HasMax || (variables.{v}Running"
-                f" <= variables.{v}Max && {init_fits})",
-                "message": f"the pod's {resource} limits exceed the per-pod max of its namespace",
-                "messageExpression": f"(variables.{v}Running <= variables.{v}Max"
-                f" ? 'an init container of the pod states more {resource} in limits'"
-                f" : 'the containers of the pod state ' + string(variables.{v}Running)"
-                f" + ' {resource} in limits')"
-                f" + ', above the per-pod max ' + {maximum} + ' of namespace '"
-                " + namespaceObject.metadata.name",
+                "expression": f"!variables.{v}HasMax || ({fits})",
+                "message": f"the pod's {resource} exceeds the per-pod max of its namespace",
+                "messageExpression": f"(variables.{v}Pod <= variables.{v}Max"
+                f" ? 'an init container of the pod states more {resource}'"
+                f" : 'the pod states ' + string(variables.{v}Pod) + ' {resource}')"
+                f" + ' (limits, else requests), above the per-pod max ' + {maximum}"
+                " + ' of namespace ' + namespaceObject.metadata.name",
+                "reason": "Forbidden",
+            }
+        )
+    if vgpu_memory:
+        variables.append(
+            {
+                "name": "allContainers",
+                "expression": "object.spec.containers + variables.initContainers",
+            }
+        )
+    for index, memory in enumerate(vgpu_memory):
+        v, count = f"h{index}", HAMI_COUNT_RESOURCES[memory]
+        key = vgpu_memory_required_annotation(memory)
+        variables += [
+            {
+                "name": f"{v}Required",
+                "expression": "has(namespaceObject.metadata.annotations)"
+                f" && '{key}' in namespaceObject.metadata.annotations",
+            },
+            {
+                "name": f"{v}Unsliced",
+                "expression": f"variables.allContainers.filter(c, ({_cel_states(count)})"
+                f" && !({_cel_states(memory)}))",
+            },
+        ]
+        validations.append(
+            {
+                "expression": f"!variables.{v}Required || size(variables.{v}Unsliced) == 0",
+                "message": f"a container states {count} without {memory}",
+                "messageExpression": f"'container ' + variables.{v}Unsliced[0].name"
+                f" + ' states {count} without {memory}: in namespace '"
+                " + namespaceObject.metadata.name"
+                f" + ' HAMi would give it the whole memory of a device, which the quota on"
+                f" {memory} does not count; state {memory}'",
                 "reason": "Forbidden",
             }
         )
@@ -574,9 +751,12 @@ def render_volcano_queues(plan: ClusterPlan) -> list[dict]:
 
     deserved = guarantee, capability = cap (so capability >= deserved), ``guarantee.resource``
     = guarantee only for inference namespaces (capacity that must never be lent). A department
-    queue carries the sums of the namespaces below it, because Volcano's queue webhook rejects a
-    child whose capability exceeds an ancestor's, or children whose deserved / guarantee sums
-    exceed the parent's.
+    queue carries the deserved and capability sums of the namespaces below it, because Volcano's
+    queue webhook rejects a child whose capability exceeds an ancestor's, or children whose
+    deserved sum exceeds the parent's. It carries no guarantee: the proportion plugin subtracts
+    the guarantee of every queue, parents included, from what the others may use, so a parent
+    repeating its members' sum would count it once per level; the webhook holds the children's
+    guarantee sum to a parent's capability when the parent states none.
     """
     if "volcano" not in plan.backends:
         return []
@@ -587,7 +767,6 @@ def render_volcano_queues(plan: ClusterPlan) -> list[dict]:
         if dept in names:
             raise ValueError(f"department {dept!r} and a team namespace share a Volcano queue name")
         totals = _resource_totals(members)
-        inference = _resource_totals(m for m in members if m.workload_class == "inference")
         objects.append(
             _volcano_queue(
                 plan,
@@ -596,7 +775,7 @@ def render_volcano_queues(plan: ClusterPlan) -> list[dict]:
                 parent,
                 deserved={n: _amount(a, g) for n, (a, g, _) in totals.items()},
                 capability={n: _amount(a, c) for n, (a, _, c) in totals.items()},
-                guarantee={n: _amount(a, g) for n, (a, g, _) in inference.items()},
+                guarantee={},
                 weight=min(VOLCANO_MAX_WEIGHT, sum(volcano_weight(m.allocations) for m in members)),
             )
         )
@@ -621,6 +800,188 @@ def render_volcano_queue(plan: ClusterPlan, ns: NamespacePlan) -> dict:
     )
 
 
+def _volcano_queue_rules(operations: list[str]) -> list[dict]:
+    """The writes that decide a Volcano queue: Volcano Jobs and PodGroups (``spec.queue``) and
+    pods (their queue annotation, read when Volcano makes a PodGroup for a bare pod)."""
+    rule = {"operations": operations, "scope": "Namespaced"}
+    return [
+        {
+            **rule,
+            "apiGroups": ["batch.volcano.sh"],
+            "apiVersions": ["v1alpha1"],
+            "resources": ["jobs"],
+        },
+        {
+            **rule,
+            "apiGroups": ["scheduling.volcano.sh"],
+            "apiVersions": ["v1beta1"],
+            "resources": ["podgroups"],
+        },
+        {
+            **rule,
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE"],
+            "resources": ["pods"],
+        },
+    ]
+
+
+def _volcano_queue_variables() -> list[dict]:
+    key = VOLCANO_QUEUE_ANNOTATION
+    return [
+        {
+            # The namespace's team queue; "" where the namespace has none (no allocation).
+            "name": "expected",
+            "expression": "has(namespaceObject.metadata.annotations)"
+            f" && '{key}' in namespaceObject.metadata.annotations"
+            f" ? namespaceObject.metadata.annotations['{key}'] : ''",
+        },
+        {"name": "isPod", "expression": "request.kind.kind == 'Pod'"},
+        {
+            # A pod decides its queue only when Volcano makes a PodGroup for it: it is for
+            # Volcano and names no PodGroup (a Volcano Job's pods name the Job's).
+            "name": "podDecides",
+            "expression": "variables.isPod && has(object.spec.schedulerName)"
+            f" && object.spec.schedulerName == '{VOLCANO_SCHEDULER}'"
+            " && !(has(object.metadata.annotations)"
+            f" && '{VOLCANO_GROUP_ANNOTATION}' in object.metadata.annotations"
+            f" && object.metadata.annotations['{VOLCANO_GROUP_ANNOTATION}'] != '')",
+        },
+        {
+            "name": "queue",
+            "expression": "variables.isPod"
+            f" ? (has(object.metadata.annotations) && '{key}' in object.metadata.annotations"
+            f" ? object.metadata.annotations['{key}'] : '')"
+            " : (has(object.spec.queue) ? object.spec.queue : '')",
+        },
+        {
+            "name": "decides",
+            "expression": "variables.expected != '' && (variables.isPod ? variables.podDecides"
+            " : true)",
+        },
+    ]
+
+
+def render_volcano_queue_policy(plan: ClusterPlan) -> list[dict]:
+    """The admission policies that hold the Volcano work of every managed namespace to the
+    namespace's team queue; nothing without Volcano or without a team queue.
+
+    Volcano routes by what each object says: a Volcano Job's ``spec.queue`` (its mutating
+    webhook sets ``default`` when empty) is copied into the Job's PodGroup; the PodGroup
+    controller gives a bare pod for Volcano a PodGroup whose queue is the pod's
+    ``scheduling.volcano.sh/queue-name`` annotation; the scheduler puts a PodGroup without a
+    queue into ``default``. The Namespace annotation is read only by the PodGroup mutating
+    webhook, which default installs (v1.12+) no longer deploy. So:
+
+    - a ``ValidatingAdmissionPolicy`` refuses, in namespaces that have a team queue (the
+      Namespace annotation, read through ``namespaceObject``), a Job or PodGroup whose queue
+      is another, and a bare Volcano pod whose annotation names another (or none). Volcano's
+      own controllers pass: they copy the queue of the Job or pod that passed. On UPDATE only a
+      change of the queue is checked, so objects older than the policy can still be updated;
+    - a ``MutatingAdmissionPolicy`` (v1, served from Kubernetes 1.36:
+      ``plan.mutating_policies_served``) sets the team queue where a Job or PodGroup is created
+      with none or ``default``, and on a bare Volcano pod without the annotation. It runs
+      before Volcano's webhooks, and its ``failurePolicy`` is ``Ignore``: the validating
+      policy still refuses what a failed mutation left. Without it, a Job or pod that names no
+      queue is refused with a message naming the queue to use.
+    """
+    if "volcano" not in plan.backends or not any(ns.allocations for ns in plan.namespaces):
+        return []
+    namespace_selector = {
+        "matchLabels": {MANAGED_BY_LABEL: plan.managed_by, CLUSTER_LABEL: plan.name}
+    }
+    # The queue an update started from (a variable: the type check against Pod would warn of
+    # a field pods do not have in a validation).
+    old_queue = {
+        "name": "oldQueue",
+        "expression": "request.operation == 'UPDATE' && !variables.isPod"
+        " && has(oldObject.spec.queue) ? oldObject.spec.queue : ''",
+    }
+    policy = kube_object(
+        ADMISSION_API,
+        "ValidatingAdmissionPolicy",
+        _metadata(plan, VOLCANO_QUEUE_POLICY_NAME),
+        spec={
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "namespaceSelector": namespace_selector,
+                "resourceRules": _volcano_queue_rules(["CREATE", "UPDATE"]),
+            },
+            "variables": [*_volcano_queue_variables(), old_queue],
+            "validations": [
+                {
+                    "expression": "!variables.decides || variables.queue == variables.expected"
+                    " || (request.operation == 'UPDATE' && variables.oldQueue == variables.queue)",
+                    "message": "the Volcano queue is not the Volcano queue of the namespace",
+                    "messageExpression": '"queue \'" + variables.queue + "\' is not the Volcano'
+                    ' queue of namespace " + namespaceObject.metadata.name + ": its work runs'
+                    " in queue '\" + variables.expected + \"' (spec.queue of Volcano Jobs and"
+                    f' PodGroups, annotation {VOLCANO_QUEUE_ANNOTATION} of pods)"',
+                    "reason": "Forbidden",
+                }
+            ],
+        },
+    )
+    binding = kube_object(
+        ADMISSION_API,
+        "ValidatingAdmissionPolicyBinding",
+        _metadata(plan, VOLCANO_QUEUE_POLICY_NAME),
+        spec={"policyName": VOLCANO_QUEUE_POLICY_NAME, "validationActions": ["Deny"]},
+    )
+    objects = [policy, binding]
+    if not plan.mutating_policies_served:
+        return objects
+    # JSON pointer escaping of the key (RFC 6901), done here rather than in CEL.
+    jsonpatch_key = VOLCANO_QUEUE_ANNOTATION.replace("~", "~0").replace("/", "~1")
+    unset = "variables.decides && (variables.queue == '' || variables.queue == 'default')"
+    mutating = kube_object(
+        ADMISSION_API,
+        "MutatingAdmissionPolicy",
+        _metadata(plan, VOLCANO_QUEUE_POLICY_NAME),
+        spec={
+            "failurePolicy": "Ignore",
+            "matchConstraints": {
+                "namespaceSelector": namespace_selector,
+                "resourceRules": _volcano_queue_rules(["CREATE"]),
+            },
+            "variables": _volcano_queue_variables(),
+            "mutations": [
+                {
+                    "patchType": "JSONPatch",
+                    "jsonPatch": {
+                        "expression": f"{unset} && !variables.isPod"
+                        " ? [JSONPatch{op: 'add', path: '/spec/queue',"
+                        " value: variables.expected}] : []"
+                    },
+                },
+                {
+                    "patchType": "JSONPatch",
+                    "jsonPatch": {
+                        "expression": f"!({unset} && variables.isPod) ? []"
+                        " : has(object.metadata.annotations)"
+                        " ? [JSONPatch{op: 'add',"
+                        f" path: '/metadata/annotations/{jsonpatch_key}',"
+                        " value: variables.expected}]"
+                        " : [JSONPatch{op: 'add', path: '/metadata/annotations',"
+                        f" value: {{'{VOLCANO_QUEUE_ANNOTATION}': variables.expected}}}}]"
+                    },
+                },
+            ],
+            # Again after a later webhook or policy changed the object, so a queue of
+            # "default" set after this policy ran is corrected too.
+            "reinvocationPolicy": "IfNeeded",
+        },
+    )
+    mutating_binding = kube_object(
+        ADMISSION_API,
+        "MutatingAdmissionPolicyBinding",
+        _metadata(plan, VOLCANO_QUEUE_POLICY_NAME),
+        spec={"policyName": VOLCANO_QUEUE_POLICY_NAME},
+    )
+    return [*objects, mutating, mutating_binding]
+
+
 # --------------------------------------------------------------------------------------------
 # Kueue
 
@@ -637,7 +998,7 @@ def _base_units(amount: Decimal, resource: ResourcePlan) -> Decimal:
 
 def _base_quantity(amount: Decimal, resource_name: str) -> str:
     """A quantity for an amount in base units; memory in the largest binary unit that fits."""
-    if resource_name == "memory":
+    if resource_name == "memory" and amount:
         for unit, exponent in _BINARY_UNITS.items():
             size = Decimal(1024) ** exponent
             if exponent and amount % size == 0:
@@ -664,20 +1025,93 @@ def _resource_groups(by_flavor: dict[str, dict[str, dict]]) -> list[dict]:
     return groups
 
 
-def render_cluster_queue(plan: ClusterPlan, ns: NamespacePlan) -> dict:
+def _guarantee_shares(plan: ClusterPlan) -> dict[str, Decimal]:
+    """Per namespace: the share of the cluster's accelerators it is guaranteed, 0 to 1.
+
+    Its largest guarantee of any resource other than cpu / memory relative to that resource's
+    capacity (the sum of all its guarantees where no capacity is recorded or they exceed it).
+    Shares summing past 1 (teams guaranteed different resources) are scaled down to sum to 1.
+    """
+    capacities = {resource.name: amount for resource, amount in plan.capacities}
+    namespaces = _with_allocations(plan)
+    totals = _resource_totals(namespaces)
+    shares: dict[str, Decimal] = {}
+    for ns in namespaces:
+        share = Decimal(0)
+        for a in ns.allocations:
+            if a.resource.name in _KUEUE_BASE_RESOURCES or a.guarantee <= 0:
+                continue
+            whole = max(capacities.get(a.resource.name, Decimal(0)), totals[a.resource.name][1])
+            share = max(share, a.guarantee / whole)
+        shares[ns.name] = share
+    total = sum(shares.values(), Decimal(0))
+    if total > 1:
+        shares = {name: share / total for name, share in shares.items()}
+    return shares
+
+
+def _kueue_base_quotas(plan: ClusterPlan) -> dict[str, dict[str, Decimal]]:
+    """nominalQuota of ``cpu`` / ``memory`` (base units) of every ClusterQueue that has no
+    allocation of them: the cluster's pool (unbounded where unknown) less the cpu / memory
+    guarantees, shared in proportion to the namespaces' :func:`_guarantee_shares`.
+
+    Why a share and not 0: Kueue reclaims lent quota for a workload only when all of its
+    requests fit the ClusterQueue's own nominal quota (``QuantitiesFitInQuota`` in
+    pkg/cache/scheduler/resource_node.go, the "hierarchical advantage" of
+    pkg/scheduler/preemption/classical); otherwise the borrowers' workloads are candidates only
+    for a preemptor that needs no borrowing at all. Every pod requests cpu and memory, so with a
+    cpu nominal of 0 a team could never take back the GPUs it lent.
+    """
+    capacities = {resource.name: (resource, amount) for resource, amount in plan.capacities}
+    namespaces = _with_allocations(plan)
+    shares = _guarantee_shares(plan)
+    quotas: dict[str, dict[str, Decimal]] = {ns.name: {} for ns in namespaces}
+    for name in _KUEUE_BASE_RESOURCES:
+        total = _kueue_total(plan, name, capacities)
+        if total is None:
+            total = _KUEUE_UNBOUNDED[name]
+        guaranteed = sum(
+            (
+                _base_units(a.guarantee, a.resource)
+                for ns in namespaces
+                for a in ns.allocations
+                if a.resource.name == name
+            ),
+            Decimal(0),
+        )
+        left = max(Decimal(0), total - guaranteed)
+        step = _KUEUE_SHARE_STEP[name]
+        for ns in namespaces:
+            if any(a.resource.name == name for a in ns.allocations):
+                continue
+            quotas[ns.name][name] = math.floor(left * shares[ns.name] / step) * step
+    return quotas
+
+
+def render_cluster_queue(
+    plan: ClusterPlan,
+    ns: NamespacePlan,
+    *,
+    base_quotas: dict[str, dict[str, Decimal]] | None = None,
+) -> dict:
     """The Kueue ``ClusterQueue`` of one team namespace (named after it).
 
     nominalQuota = guarantee, borrowingLimit = cap - guarantee (always stated, 0 included: no
     borrowingLimit means unlimited borrowing). Inference namespaces also get lendingLimit 0,
     Kueue's way of never lending the guarantee. ``reclaimWithinCohort: Any`` lets a team take
-    its nominal quota back from borrowers (the guarantee is a floor), ``withinClusterQueue:
+    its nominal quota back from borrowers (the guarantee is a floor); ``borrowWithinCohort:
+    LowerPriority`` lets a workload that must borrow (say cpu beyond the team's share) still
+    preempt lower-priority workloads of queues over their nominal quota; ``withinClusterQueue:
     LowerPriority`` lets its own priority classes preempt each other.
 
     ``cpu`` and ``memory`` are always covered (``default-flavor``): Kueue leaves a workload
     pending for good when it requests a resource its ClusterQueue does not cover, and every
-    real pod requests both. Without an allocation of them the namespace has nominalQuota 0 and
-    no borrowingLimit: it uses the cluster's pool in the root Cohort, unlimited within it.
+    real pod requests both. Without an allocation of them the namespace's nominalQuota is its
+    share of the cluster's pool (:func:`_kueue_base_quotas`, which ``base_quotas`` caches for
+    a whole cluster) and it has no borrowingLimit: beyond it, it borrows from the pool.
     """
+    if base_quotas is None:
+        base_quotas = _kueue_base_quotas(plan)
     by_flavor: dict[str, dict[str, dict]] = {}
     for a in _sorted_allocations(ns):
         entry = {
@@ -688,10 +1122,11 @@ def render_cluster_queue(plan: ClusterPlan, ns: NamespacePlan) -> dict:
         if ns.workload_class == "inference":
             entry["lendingLimit"] = "0"
         by_flavor.setdefault(flavor_name(a.resource.gpu_model), {})[a.resource.name] = entry
-    allocated = {a.resource.name for a in ns.allocations}
-    for name in _KUEUE_BASE_RESOURCES:
-        if name not in allocated:
-            by_flavor.setdefault(DEFAULT_FLAVOR, {})[name] = {"name": name, "nominalQuota": "0"}
+    for name, amount in base_quotas.get(ns.name, {}).items():
+        by_flavor.setdefault(DEFAULT_FLAVOR, {})[name] = {
+            "name": name,
+            "nominalQuota": _base_quantity(amount, name),
+        }
     return kube_object(
         KUEUE_API,
         "ClusterQueue",
@@ -699,7 +1134,11 @@ def render_cluster_queue(plan: ClusterPlan, ns: NamespacePlan) -> dict:
         spec={
             "cohortName": _cohort_of(plan, ns),
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns.name}},
-            "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+            "preemption": {
+                "borrowWithinCohort": {"policy": "LowerPriority"},
+                "reclaimWithinCohort": "Any",
+                "withinClusterQueue": "LowerPriority",
+            },
             "resourceGroups": _resource_groups(by_flavor),
         },
     )
@@ -720,7 +1159,9 @@ def _kueue_total(plan: ClusterPlan, name: str, capacities: dict) -> Decimal | No
     return None
 
 
-def render_root_cohort(plan: ClusterPlan) -> dict:
+def render_root_cohort(
+    plan: ClusterPlan, *, base_quotas: dict[str, dict[str, Decimal]] | None = None
+) -> dict:
     """The root ``Cohort``: its own ``resourceGroups`` hold what nobody is guaranteed.
 
     Kueue lends a ClusterQueue only the unused nominal quota of its cohort tree: the sum of the
@@ -730,11 +1171,16 @@ def render_root_cohort(plan: ClusterPlan) -> dict:
     capacity - sum of all guarantees (never below 0; 0 when the capacity is not recorded), so
     the whole tree holds exactly the capacity. Guarantees with lendingLimit 0 stay in their
     ClusterQueue, but they are part of the capacity too, so they are subtracted as well.
+    cpu / memory: the pool (unbounded where unknown) less the guarantees and less the shares
+    the ClusterQueues hold as nominal quota (:func:`_kueue_base_quotas`; ``base_quotas``
+    caches it), so the sum of all nominal quotas stays within the pool.
     A root Cohort has no parent, so it states no borrowingLimit or lendingLimit (Kueue refuses
     them there). Department Cohorts carry no quota of their own: the caps are per namespace
     (each ClusterQueue's borrowingLimit), and a Cohort without limits passes the root's pool
     through to the queues below it.
     """
+    if base_quotas is None:
+        base_quotas = _kueue_base_quotas(plan)
     capacities = {resource.name: (resource, amount) for resource, amount in plan.capacities}
     resources: dict[str, ResourcePlan] = {}
     guaranteed: dict[str, Decimal] = {}
@@ -744,17 +1190,19 @@ def render_root_cohort(plan: ClusterPlan) -> dict:
             guaranteed[a.resource.name] = guaranteed.get(a.resource.name, Decimal(0)) + (
                 _base_units(a.guarantee, a.resource)
             )
+    for shares in base_quotas.values():
+        for name, amount in shares.items():
+            guaranteed[name] = guaranteed.get(name, Decimal(0)) + amount
     for name in _KUEUE_BASE_RESOURCES:
         resources.setdefault(name, ResourcePlan(name=name, kind=name))
     by_flavor: dict[str, dict[str, dict]] = {}
     for name, resource in sorted(resources.items()):
+        # Unknown cpu / memory: unbounded (the portal then gates only what it allocates, the
+        # node scheduler still places pods). Unknown GPU capacity: no shared pool.
         total = _kueue_total(plan, name, capacities)
         if total is None:
-            # Unknown cpu / memory: unbounded (the portal then gates only what it allocates,
-            # the node scheduler still places pods). Unknown GPU capacity: no shared pool.
-            own = _KUEUE_UNBOUNDED.get(name, Decimal(0))
-        else:
-            own = max(Decimal(0), total - guaranteed.get(name, Decimal(0)))
+            total = _KUEUE_UNBOUNDED.get(name, Decimal(0))
+        own = max(Decimal(0), total - guaranteed.get(name, Decimal(0)))
         by_flavor.setdefault(flavor_name(resource.gpu_model), {})[name] = {
             "name": name,
             "nominalQuota": _base_quantity(own, name),
@@ -786,7 +1234,8 @@ def render_kueue_objects(plan: ClusterPlan) -> list[dict]:
     if not namespaces:
         return []
     objects: list[dict] = []
-    root = render_root_cohort(plan)
+    base_quotas = _kueue_base_quotas(plan)
+    root = render_root_cohort(plan, base_quotas=base_quotas)
     flavors = sorted(
         flavor["name"] for group in root["spec"]["resourceGroups"] for flavor in group["flavors"]
     )
@@ -806,7 +1255,7 @@ def render_kueue_objects(plan: ClusterPlan) -> list[dict]:
             )
         )
     for ns in namespaces:
-        objects.append(render_cluster_queue(plan, ns))
+        objects.append(render_cluster_queue(plan, ns, base_quotas=base_quotas))
         objects.append(render_local_queue(plan, ns))
     return objects
 
@@ -944,12 +1393,16 @@ def _sorted_for_apply(objects: list[dict]) -> list[dict]:
 
 def render_namespace(plan: ClusterPlan, ns: NamespacePlan) -> list[dict]:
     """Objects that belong to one team namespace: the Namespace (with its per-pod maxima), its
-    quotas and, per backend, its Volcano Queue or Kueue ClusterQueue + LocalQueue.
+    quotas, its default-requests LimitRange (with a cpu/memory quota) and, per backend, its
+    Volcano Queue or Kueue ClusterQueue + LocalQueue.
 
     Shared objects (PriorityClasses, the per-pod max policy, department queues, cohorts,
     flavors, the YuniKorn ConfigMap) are only in :func:`render_cluster`.
     """
     objects = [render_namespace_object(plan, ns), *render_resource_quotas(plan, ns)]
+    limit_range = render_limit_range(plan, ns)
+    if limit_range is not None:
+        objects.append(limit_range)
     if ns.allocations:
         if "volcano" in plan.backends:
             objects.append(render_volcano_queue(plan, ns))
@@ -964,9 +1417,13 @@ def render_cluster(plan: ClusterPlan) -> list[dict]:
     for ns in plan.namespaces:
         objects.append(render_namespace_object(plan, ns))
         objects += render_resource_quotas(plan, ns)
+        limit_range = render_limit_range(plan, ns)
+        if limit_range is not None:
+            objects.append(limit_range)
     objects += render_priority_classes(plan)
     objects += render_per_pod_max_policy(plan)
     objects += render_volcano_queues(plan)
+    objects += render_volcano_queue_policy(plan)
     objects += render_kueue_objects(plan)
     configmap = render_yunikorn_configmap(plan)
     if configmap is not None:

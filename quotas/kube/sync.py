@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from django.conf import settings
@@ -229,6 +229,15 @@ def backend_problems(plan: ClusterPlan, client: KubeClient, api_versions) -> lis
     return problems
 
 
+def with_served_apis(plan: ClusterPlan, client: KubeClient) -> ClusterPlan:
+    """The plan told what the API server serves that only some Kubernetes versions do: the v1
+    MutatingAdmissionPolicy (1.36+), which only the Volcano queue policy uses."""
+    if "volcano" not in plan.backends:
+        return plan
+    served = client.served_resources("admissionregistration.k8s.io/v1") or set()
+    return replace(plan, mutating_policies_served="mutatingadmissionpolicies" in served)
+
+
 @dataclass
 class _ExecutionState:
     """What earlier steps of a run tell later ones."""
@@ -337,6 +346,7 @@ class ClusterSyncer:
         return live
 
     def run(self) -> list[Outcome]:
+        self.plan = with_served_apis(self.plan, self.client)
         rendered = render_cluster(self.plan)
         self.problems = backend_problems(
             self.plan, self.client, {(o["apiVersion"], o["kind"]) for o in rendered}
@@ -563,20 +573,36 @@ class ClusterSyncer:
             return Outcome(key, Action.SHADOW, diff=[{"path": "", "old": "present", "new": None}])
         if _generation_of(live) > self.plan.generation:
             return Outcome(key, Action.FENCED)
-        resource_version = live["metadata"].get("resourceVersion")
         diff: list = []
-        try:
-            if key.group_kind in SHARED_KINDS:
-                diff = self._release(key, live)
-            else:
-                self.client.delete(*key, resource_version=resource_version, dry_run=self.dry_run)
-        except KubeConflict as exc:
-            # Changed since it was read: the next sync looks again.
-            return Outcome(key, Action.ERROR, error=str(exc), transient=True)
-        except KubeError as exc:
-            if exc.status == 404:
-                return Outcome(key, Action.DELETED)
-            return Outcome(key, Action.ERROR, error=str(exc), transient=exc.transient)
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                if key.group_kind in SHARED_KINDS:
+                    diff = self._release(key, live)
+                else:
+                    self.client.delete(
+                        *key,
+                        resource_version=live["metadata"].get("resourceVersion"),
+                        dry_run=self.dry_run,
+                    )
+                break
+            except KubeConflict as exc:
+                # Changed since it was read. Schedulers write their queues' status all the
+                # time (Volcano every few seconds): read it again and delete it if it is still
+                # ours and no newer sync wrote it; else the next sync looks again.
+                try:
+                    live = self.client.get(*key)
+                except KubeError as read_exc:
+                    return Outcome(key, Action.ERROR, error=str(read_exc), transient=True)
+                if live is None:
+                    return Outcome(key, Action.DELETED)
+                if not _is_ours(live, self.plan) or _generation_of(live) > self.plan.generation:
+                    return Outcome(key, Action.FENCED)
+                if attempt == CONFLICT_RETRIES - 1:
+                    return Outcome(key, Action.ERROR, error=str(exc), transient=True)
+            except KubeError as exc:
+                if exc.status == 404:
+                    return Outcome(key, Action.DELETED)
+                return Outcome(key, Action.ERROR, error=str(exc), transient=exc.transient)
         self._count_write()
         return Outcome(key, Action.DELETED, diff=diff)
 

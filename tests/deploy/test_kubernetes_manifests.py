@@ -20,16 +20,18 @@ SECRET_KEYS = {"DJANGO_SECRET_KEY", "AUDIT_MAC_KEY", "DATABASE_URL", "CELERY_BRO
 IMAGE = "gpu-quota-portal:latest"
 
 # (apiGroup, resource) -> exactly the verbs the sync needs.
-WRITE = {"get", "list", "watch", "create", "update", "patch", "delete"}
+WRITE = {"get", "list", "create", "patch", "delete"}
 REQUIRED_RULES = {
-    ("", "namespaces"): {"get", "list", "watch", "create", "patch", "update"},
+    ("", "namespaces"): {"get", "list", "create", "patch"},
     ("", "resourcequotas"): WRITE,
     ("", "limitranges"): WRITE,
     ("", "configmaps"): WRITE,
-    ("", "pods"): {"get", "list", "watch"},
+    ("", "pods"): {"list"},
     ("scheduling.k8s.io", "priorityclasses"): WRITE,
     ("admissionregistration.k8s.io", "validatingadmissionpolicies"): WRITE,
     ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"): WRITE,
+    ("admissionregistration.k8s.io", "mutatingadmissionpolicies"): WRITE,
+    ("admissionregistration.k8s.io", "mutatingadmissionpolicybindings"): WRITE,
     ("scheduling.volcano.sh", "queues"): WRITE,
     ("kueue.x-k8s.io", "clusterqueues"): WRITE,
     ("kueue.x-k8s.io", "localqueues"): WRITE,
@@ -241,7 +243,7 @@ def test_cluster_role_lets_the_sync_write_every_kind_it_manages():
     for (api_version, kind), path in KINDS.items():
         group = api_version.rpartition("/")[0]
         if kind == "Pod":
-            needed = {"get", "list", "watch"}
+            needed = {"list"}
         elif kind == "Namespace":  # created, never deleted
             needed = {"list", "create", "patch"}
         else:

@@ -116,7 +116,7 @@ def test_pods_within_the_max_are_admitted(core: k8s.CoreV1Api) -> None:
 def test_three_gpus_in_one_container_are_denied_as_upstream(core: k8s.CoreV1Api) -> None:
     status = denial(core, CAPPED, pod("three", container(gpus=3)))
     message = (
-        DENIED + "the containers of the pod state 3 nvidia.com/gpu in limits, above the "
+        DENIED + "the pod states 3 nvidia.com/gpu (limits, else requests), above the "
         f"per-pod max 2 of namespace {CAPPED}"
     )
     # The rendered validation's reason is Forbidden: 403 (the default, Invalid, would be 422).
@@ -128,7 +128,7 @@ def test_three_gpus_in_one_container_are_denied_as_upstream(core: k8s.CoreV1Api)
 
 def test_containers_are_summed(core: k8s.CoreV1Api) -> None:
     status = denial(core, CAPPED, pod("two-by-two", container("a", gpus=2), container("b", 2)))
-    assert "the containers of the pod state 4 nvidia.com/gpu in limits" in status["message"]
+    assert "the pod states 4 nvidia.com/gpu (limits, else requests)" in status["message"]
 
 
 def test_init_containers_as_rendered(core: k8s.CoreV1Api) -> None:
@@ -136,14 +136,24 @@ def test_init_containers_as_rendered(core: k8s.CoreV1Api) -> None:
     create(core, CAPPED, pod("init-2", container(gpus=2), init=(container("setup", gpus=2),)))
     status = denial(core, CAPPED, pod("init-3", container(), init=(container("setup", gpus=3),)))
     assert (
-        DENIED + "an init container of the pod states more nvidia.com/gpu in limits"
+        DENIED + "an init container of the pod states more nvidia.com/gpu (limits, else requests)"
         in (status["message"])
     )
     # A sidecar (restartPolicy Always) runs next to the containers: it adds up.
     sidecar = container("proxy", gpus=1, restartPolicy="Always")
     create(core, CAPPED, pod("sidecar-1-1", container(gpus=1), init=(sidecar,)))
     status = denial(core, CAPPED, pod("sidecar-1-2", container(gpus=2), init=(sidecar,)))
-    assert "the containers of the pod state 3 nvidia.com/gpu" in status["message"]
+    assert "the pod states 3 nvidia.com/gpu" in status["message"]
+
+
+def test_requests_and_pod_level_resources_count_as_rendered(core: k8s.CoreV1Api) -> None:
+    requests_only = container(resources={"requests": {"cpu": "5"}})
+    status = denial(core, CAPPED, pod("requests-only", requests_only))
+    assert "the pod states 5 cpu (limits, else requests)" in status["message"]
+    pod_level = pod("pod-level", container())
+    pod_level["spec"]["resources"] = {"limits": {"cpu": "5"}}
+    assert "the pod states 5 cpu" in denial(core, CAPPED, pod_level)["message"]
+    create(core, CAPPED, pod("four", container(resources={"requests": {"cpu": "4"}})))
 
 
 def test_namespaces_without_a_max_are_not_held(core: k8s.CoreV1Api) -> None:
@@ -193,7 +203,7 @@ def test_only_create_and_resize_are_checked(core: k8s.CoreV1Api) -> None:
     status = json.loads(caught.value.body)
     assert caught.value.status == 403
     assert (
-        "the containers of the pod state 5 cpu in limits, above the per-pod max 4"
+        "the pod states 5 cpu (limits, else requests), above the per-pod max 4"
         in (status["message"])
     )
     limits = core.read_namespaced_pod("resizable", CAPPED).spec.containers[0].resources.limits

@@ -109,8 +109,10 @@ def test_no_clusters_prints_nothing():
 
 
 def test_demo_mig_kueue_covers_cpu_memory_and_lends_unguaranteed_slices(demo):
-    """The demo sets demo-mig's Kueue pools (256 cores, 2048 GiB); the root Cohort holds
-    them and the MIG slices nobody is guaranteed (14 - 6, 4 - 1)."""
+    """The demo sets demo-mig's Kueue pools (256 cores, 2048 GiB); the root Cohort holds what
+    the ClusterQueues' shares of them leave (team-a 1/4, team-b 4/14, team-c 2/14 of the
+    pools: in proportion to their largest guarantee) and the MIG slices nobody is guaranteed
+    (14 - 6, 4 - 1)."""
     docs = documents(export("--cluster", "demo-mig"))
     (root,) = [d for d in docs if d["kind"] == "Cohort" and d["metadata"]["name"] == "portal"]
     own = {
@@ -122,8 +124,8 @@ def test_demo_mig_kueue_covers_cpu_memory_and_lends_unguaranteed_slices(demo):
     assert own == {
         ("a100-80gb", "nvidia.com/mig-1g.10gb"): "8",
         ("a100-80gb", "nvidia.com/mig-3g.40gb"): "3",
-        ("default-flavor", "cpu"): "256",
-        ("default-flavor", "memory"): "2Ti",
+        ("default-flavor", "cpu"): "82287m",  # 256 - 64 - 73.142 - 36.571
+        ("default-flavor", "memory"): "674085Mi",
     }
     for cq in (d for d in docs if d["kind"] == "ClusterQueue"):
         covered = {r for g in cq["spec"]["resourceGroups"] for r in g["coveredResources"]}
@@ -139,8 +141,9 @@ def test_demo_per_pod_max_is_an_admission_policy_and_namespaces_name_their_queue
     docs = documents(export("--cluster", "demo"))
     assert not [d for d in docs if d["kind"] == "LimitRange"]
     kinds = [d["kind"] for d in docs]
-    assert kinds.count("ValidatingAdmissionPolicy") == 1
-    assert kinds.count("ValidatingAdmissionPolicyBinding") == 1
+    # The per-pod max policy and the Volcano queue policy.
+    assert kinds.count("ValidatingAdmissionPolicy") == 2
+    assert kinds.count("ValidatingAdmissionPolicyBinding") == 2
     namespaces = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Namespace"}
     annotations = namespaces["team-a-training"]["metadata"]["annotations"]
     assert annotations == {

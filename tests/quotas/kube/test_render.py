@@ -26,6 +26,7 @@ from quotas.kube.render import (
     quantity,
     render_cluster,
     render_kueue_objects,
+    render_limit_range,
     render_namespace,
     render_priority_classes,
     render_resource_quotas,
@@ -240,6 +241,51 @@ def test_hami_resources_are_quota_d_on_limits_and_cpu_memory_on_requests_with_su
         "requests.memory": "64Gi",
         "requests.nvidia.com/mig-1g.10gb": "2",
     }
+
+
+def test_a_cpu_memory_quota_comes_with_default_requests_and_nothing_else():
+    """The API server refuses containers without cpu/memory requests under such a quota: the
+    LimitRange defaults them (requests only, only the quota'd resources, never GPUs)."""
+    both = ns(
+        "team-x-dev",
+        team("team-x"),
+        "dev",
+        alloc(GPU, 1, 4),
+        alloc(CPU, 2, 8),
+        alloc(MEMORY, 4, 16),
+    )
+    plan = ClusterPlan(name="c", backends=frozenset({"core"}), namespaces=(both,))
+    objects = render_namespace(plan, both)
+    limit_range = find(objects, "LimitRange", "default-requests", "team-x-dev")
+    assert limit_range == render_limit_range(plan, both)
+    assert validate_object(limit_range) == []
+    assert limit_range["spec"] == {
+        "limits": [{"type": "Container", "defaultRequest": {"cpu": "100m", "memory": "128Mi"}}]
+    }
+    assert limit_range["metadata"]["labels"][TEAM_LABEL] == "team-x"
+    # Before the quotas that demand the requests.
+    keys = [ObjectKey.of(o)[1] for o in objects]
+    assert keys.index("LimitRange") < keys.index("ResourceQuota")
+    assert find(render_cluster(plan), "LimitRange", "default-requests", "team-x-dev") == limit_range
+
+    cpu_only = ns("team-y-dev", team("team-y"), "dev", alloc(CPU, "0.05", "0.05"))
+    plan = ClusterPlan(name="c", backends=frozenset({"core"}), namespaces=(cpu_only,))
+    # Only cpu, and never more than the namespace may have.
+    assert render_limit_range(plan, cpu_only)["spec"]["limits"][0]["defaultRequest"] == {
+        "cpu": "50m"
+    }
+    small_max = ns("team-z-dev", team("team-z"), "dev", alloc(MEMORY, 1, 8, "0.0625"))
+    plan = ClusterPlan(name="c", backends=frozenset({"core"}), namespaces=(small_max,))
+    defaults = render_limit_range(plan, small_max)["spec"]["limits"][0]["defaultRequest"]
+    assert defaults == {"memory": "64Mi"}
+
+
+@pytest.mark.parametrize("make_plan", [seed_plan, mig_plan, hierarchy_plan])
+def test_gpu_only_namespaces_get_no_limit_range(make_plan):
+    plan = make_plan()
+    assert "LimitRange" not in kinds(render_cluster(plan))
+    hami = ns("team-h-dev", team("team-h"), "dev", alloc(GPUMEM, 1024, 4096), alloc(GPUCORES, 1, 2))
+    assert render_limit_range(plan, hami) is None
 
 
 def test_priority_classes_give_a_second_quota_with_zero_for_other_classes():
@@ -537,8 +583,9 @@ def test_volcano_department_queues_carry_sums_and_parents():
     assert ml["metadata"]["labels"][TEAM_LABEL] == "ml"
     assert ml["spec"]["capability"] == {"nvidia.com/gpu": "16"}
     assert ml["spec"]["deserved"] == {"nvidia.com/gpu": "10"}
-    # The inference child's never-lent guarantee must fit in every ancestor's guarantee.
-    assert ml["spec"]["guarantee"] == {"resource": {"nvidia.com/gpu": "4"}}
+    # No guarantee on parents: the proportion plugin would count the child's again per level
+    # (the webhook holds the children's guarantee to the parent's capability instead).
+    assert "guarantee" not in ml["spec"] and "guarantee" not in research["spec"]
     assert research["spec"]["capability"] == {"nvidia.com/gpu": "18"}
     assert research["spec"]["deserved"] == {"nvidia.com/gpu": "11"}
     assert research["spec"]["weight"] == 11
@@ -1043,25 +1090,118 @@ def test_kueue_cpu_memory_pool_from_setting_else_capacity():
             r["name"]: r["nominalQuota"] for g in root for f in g["flavors"] for r in f["resources"]
         }
 
-    # From the recorded capacity, minus the guarantees (cpu 8, memory 16Gi).
-    assert pool() == {"cpu": "56", "memory": "240Gi", "nvidia.com/gpu": "6"}
-    # The cluster's setting wins over the capacity.
+    # From the recorded capacity, minus the guarantees (cpu 8, memory 16Gi) and minus the
+    # other namespace's share of what is left (1 of 8 GPUs guaranteed: 1/8 of 56 cpu, 240Gi).
+    assert pool() == {"cpu": "49", "memory": "210Gi", "nvidia.com/gpu": "6"}
+    # The cluster's setting wins over the capacity (team-y's cpu share 92.5 / 8, rounded down
+    # to a millicore).
     assert pool(kueue_cpu_pool=D("100.5"), kueue_memory_pool_gib=D(512)) == {
-        "cpu": "92500m",
-        "memory": "496Gi",
+        "cpu": "80938m",
+        "memory": "434Gi",
         "nvidia.com/gpu": "6",
     }
     plan = ClusterPlan(
         name="c", backends=frozenset({"core", "kueue"}), namespaces=namespaces, capacities=()
     )
     tree = KueueTree(render_kueue_objects(plan))
-    # team-y has no cpu allocation: nominal 0, no borrowingLimit, unbounded pool.
+    # team-y has no cpu allocation: its share (half the GPU guarantees) of the unbounded pool
+    # less team-x's 8 cpu, no borrowingLimit.
     cq = find(render_kueue_objects(plan), "ClusterQueue", "team-y-dev")["spec"]
     default = next(g for g in cq["resourceGroups"] if g["flavors"][0]["name"] == "default-flavor")
-    assert default["flavors"][0]["resources"][0] == {"name": "cpu", "nominalQuota": "0"}
+    assert default["flavors"][0]["resources"][0] == {"name": "cpu", "nominalQuota": "499999996"}
+    assert tree.potential("team-y-dev", ("default-flavor", "cpu")) == 10**9
     assert tree.potential("team-x-dev", ("default-flavor", "cpu")) == 16  # its cap
     # No GPU capacity recorded: no shared GPU pool, the guarantees are all there is.
     assert tree.subtree("Cohort/portal", (A100, "nvidia.com/gpu")) == 2
+
+
+def _own(spec: dict) -> dict[str, str]:
+    return {
+        r["name"]: r["nominalQuota"]
+        for g in spec["resourceGroups"]
+        for f in g["flavors"]
+        for r in f["resources"]
+    }
+
+
+def reclaim_plan(**settings) -> ClusterPlan:
+    """16 A100s, team A 10/14 and team B 6/10: all of the GPUs are guaranteed."""
+    return ClusterPlan(
+        name="c",
+        backends=frozenset({"core", "kueue"}),
+        capacities=((GPU, D(16)),),
+        namespaces=(
+            ns("team-a-training", team("team-a"), "training", alloc(GPU, 10, 14)),
+            ns("team-b-training", team("team-b"), "training", alloc(GPU, 6, 10)),
+        ),
+        **settings,
+    )
+
+
+def test_kueue_cluster_queues_get_cpu_memory_nominal_in_proportion_to_their_gpu_guarantee():
+    """Kueue reclaims lent quota only for a workload whose requests all fit the queue's nominal
+    quota: a team's cpu / memory nominal must cover the pods of its guarantee."""
+    plan = reclaim_plan(kueue_cpu_pool=D(96), kueue_memory_pool_gib=D(768))
+    objects = render_kueue_objects(plan)
+    team_a = _own(find(objects, "ClusterQueue", "team-a-training")["spec"])
+    team_b = _own(find(objects, "ClusterQueue", "team-b-training")["spec"])
+    assert team_a == {"nvidia.com/gpu": "10", "cpu": "60", "memory": "480Gi"}  # 10/16
+    assert team_b == {"nvidia.com/gpu": "6", "cpu": "36", "memory": "288Gi"}  # 6/16
+    # The root keeps only what is left: here nothing, the whole tree holds exactly the pool.
+    assert _own(find(objects, "Cohort", "portal")["spec"]) == {
+        "cpu": "0",
+        "memory": "0",
+        "nvidia.com/gpu": "0",
+    }
+    tree = KueueTree(objects)
+    assert tree.subtree("Cohort/portal", ("default-flavor", "cpu")) == 96
+    assert tree.subtree("Cohort/portal", ("default-flavor", "memory")) == 768 * 2**30
+    # GPU rules unchanged: nominal = guarantee, nominal + borrowingLimit = cap; cpu / memory
+    # have no borrowingLimit, so a borrowing team can use the rest of the pool.
+    assert tree.potential("team-a-training", (A100, "nvidia.com/gpu")) == 14
+    assert tree.potential("team-b-training", (A100, "nvidia.com/gpu")) == 10
+    assert tree.potential("team-a-training", ("default-flavor", "cpu")) == 96
+    for name in ("team-a-training", "team-b-training"):
+        preemption = find(objects, "ClusterQueue", name)["spec"]["preemption"]
+        assert preemption == {
+            "borrowWithinCohort": {"policy": "LowerPriority"},
+            "reclaimWithinCohort": "Any",
+            "withinClusterQueue": "LowerPriority",
+        }
+    for obj in objects:
+        assert validate_object(obj) == [], obj
+
+
+def test_kueue_cpu_memory_shares_leave_allocations_alone_and_never_exceed_the_pool():
+    # team-c has its own cpu allocation: nominal = its guarantee, the others share the rest.
+    # Guarantees of different resources (GPUs, MIG slices) add up to more than the cluster:
+    # the shares are scaled down to fit the pool.
+    plan = ClusterPlan(
+        name="c",
+        backends=frozenset({"core", "kueue"}),
+        capacities=((GPU, D(8)), (MIG_1G, D(14))),
+        kueue_cpu_pool=D(100),
+        kueue_memory_pool_gib=D(100),
+        namespaces=(
+            ns("team-a-training", team("team-a"), "training", alloc(GPU, 8, 8)),
+            ns("team-b-dev", team("team-b"), "dev", alloc(MIG_1G, 7, 14)),
+            ns("team-c-dev", team("team-c"), "dev", alloc(GPU, 0, 2), alloc(CPU, 10, 20)),
+        ),
+    )
+    objects = render_kueue_objects(plan)
+    cpu = {
+        o["metadata"]["name"]: _own(o["spec"])["cpu"]
+        for o in objects
+        if o["kind"] in ("ClusterQueue", "Cohort")
+    }
+    # 90 cores left after team-c's 10: shares 1 (8/8) and 0.5 (7/14), scaled to 2/3 and 1/3.
+    assert cpu == {"portal": "0", "team-a-training": "60", "team-b-dev": "30", "team-c-dev": "10"}
+    tree = KueueTree(objects)
+    assert tree.subtree("Cohort/portal", ("default-flavor", "cpu")) == 100
+    assert tree.subtree("Cohort/portal", ("default-flavor", "memory")) == 100 * 2**30
+    assert tree.potential("team-c-dev", ("default-flavor", "cpu")) == 20  # its cap
+    for obj in objects:
+        assert validate_object(obj) == [], obj
 
 
 # --------------------------------------------------------------------------------------------

@@ -30,6 +30,8 @@ from tests.quotas.kube.test_render import (
     ALL_BACKENDS,
     CPU,
     GPU,
+    GPUMEM,
+    MEMORY,
     MIG_1G,
     alloc,
     find,
@@ -226,7 +228,8 @@ def test_namespaces_carry_their_maxima_as_annotations(seed):
 def test_no_per_pod_max_anywhere_no_policy():
     plan = hierarchy_plan()
     assert render_per_pod_max_policy(plan) == []
-    assert "ValidatingAdmissionPolicy" not in {o["kind"] for o in render_cluster(plan)}
+    names = {o["metadata"]["name"] for o in render_cluster(plan)}
+    assert "quota-portal-per-pod-max" not in names
 
 
 def test_annotation_keys_are_valid_even_for_long_resource_names():
@@ -266,7 +269,7 @@ def test_within_and_above_the_max(seed):
     ns_a = namespace_of(objects)
     assert admit(policy, pod(with_limits(container(), gpu(8))), ns_a) == []
     (denial,) = admit(policy, pod(with_limits(container(), gpu(9))), ns_a)
-    assert denial.startswith("the containers of the pod state 9")
+    assert denial.startswith("the pod states 9")
     assert "nvidia.com/gpu" in denial
     assert "per-pod max 8" in denial
     assert "team-a-training" in denial
@@ -320,7 +323,7 @@ def test_each_resource_has_its_own_max_and_fractions_compare_exactly():
     )
     plan = ClusterPlan(name="c", backends=ALL_BACKENDS, namespaces=(namespace,))
     objects = render_cluster(plan)
-    (policy,) = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"]
+    policy = find(objects, "ValidatingAdmissionPolicy", "quota-portal-per-pod-max")
     assert validate_object(policy) == []
     ns_x = namespace_of(objects, "team-x-dev")
     assert ns_x["metadata"]["annotations"]["quota-portal/per-pod-max.cpu"] == "750m"
@@ -342,3 +345,118 @@ def test_each_resource_has_its_own_max_and_fractions_compare_exactly():
     assert len(denials) == 2
     assert any("nvidia.com/mig-1g.10gb" in d for d in denials)
     assert any(" cpu " in d for d in denials)
+
+
+# --------------------------------------------------------------------------------------------
+# Requests and pod-level resources count too
+
+
+def cpu_memory_plan():
+    namespace = ns(
+        "team-x-dev",
+        team("team-x"),
+        "dev",
+        alloc(CPU, 1, 16, 4),
+        alloc(MEMORY, 1, 64, 8),
+    )
+    plan = ClusterPlan(name="c", backends=ALL_BACKENDS, namespaces=(namespace,))
+    objects = render_cluster(plan)
+    policy = find(objects, "ValidatingAdmissionPolicy", "quota-portal-per-pod-max")
+    return policy, namespace_of(objects, "team-x-dev")
+
+
+def x_pod(*containers, init=(), resources=None) -> dict:
+    obj = pod(*containers, init=init, namespace="team-x-dev")
+    if resources:
+        obj["spec"]["resources"] = resources
+    return obj
+
+
+def with_requests(c: dict, requests: dict, **extra) -> dict:
+    return {**c, "resources": {"requests": requests}, **extra}
+
+
+def test_a_container_stating_only_requests_is_held_to_the_max():
+    policy, ns_x = cpu_memory_plan()
+    assert admit(policy, x_pod(with_requests(container(), {"cpu": "4"})), ns_x) == []
+    (denial,) = admit(policy, x_pod(with_requests(container(), {"cpu": "5"})), ns_x)
+    assert denial.startswith("the pod states 5") and " cpu " in denial
+    (denial,) = admit(policy, x_pod(with_requests(container(), {"memory": "9Gi"})), ns_x)
+    assert "memory" in denial and "per-pod max 8Gi" in denial
+    # Requests of one container and limits of another add up; the limit wins where both are.
+    both = {"resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "3"}}}
+    assert admit(policy, x_pod({**container("a"), **both}), ns_x) == []
+    two = x_pod({**container("a"), **both}, with_requests(container("b"), {"cpu": "2"}))
+    assert admit(policy, two, ns_x)
+    # Init containers and sidecars stating requests only count as with limits.
+    init = with_requests(container("init"), {"cpu": "5"})
+    assert admit(policy, x_pod(container(), init=[init]), ns_x)
+    sidecar = with_requests(container("side"), {"cpu": "1"}, restartPolicy="Always")
+    assert admit(policy, x_pod(with_requests(container(), {"cpu": "4"}), init=[sidecar]), ns_x)
+
+
+def test_pod_level_resources_are_the_pod_s_amount():
+    policy, ns_x = cpu_memory_plan()
+    for field in ("requests", "limits"):
+        (denial,) = admit(policy, x_pod(container(), resources={field: {"cpu": "6"}}), ns_x)
+        assert denial.startswith("the pod states 6") and " cpu " in denial, field
+        assert admit(policy, x_pod(container(), resources={field: {"cpu": "4"}}), ns_x) == []
+    # A pod-level limit caps the whole pod, whatever its containers' limits add up to.
+    three = with_limits(container("a"), {"cpu": "3"})
+    capped = x_pod(three, {**three, "name": "b"}, resources={"limits": {"cpu": "4"}})
+    assert admit(policy, capped, ns_x) == []
+    # A pod-level request alone leaves the containers' limits counting.
+    uncapped = x_pod(three, {**three, "name": "b"}, resources={"requests": {"cpu": "2"}})
+    assert admit(policy, uncapped, ns_x)
+    # Pod-level cpu says nothing about memory.
+    big_memory = x_pod(
+        with_limits(container(), {"memory": "9Gi"}), resources={"limits": {"cpu": "1"}}
+    )
+    (denial,) = admit(policy, big_memory, ns_x)
+    assert "memory" in denial
+
+
+# --------------------------------------------------------------------------------------------
+# HAMi: containers must state their vGPU memory
+
+
+def hami_plan():
+    namespace = ns("team-h-dev", team("team-h"), "dev", alloc(GPUMEM, 10240, 40960))
+    other = ns("team-a-training", team("team-a"), "training", alloc(GPU, 1, 4))
+    plan = ClusterPlan(name="c", backends=ALL_BACKENDS, namespaces=(namespace, other))
+    objects = render_cluster(plan)
+    policy = find(objects, "ValidatingAdmissionPolicy", "quota-portal-per-pod-max")
+    return policy, objects
+
+
+def test_hami_namespaces_are_marked_and_the_policy_renders_without_any_per_pod_max():
+    policy, objects = hami_plan()
+    assert validate_object(policy) == []
+    marked = find(objects, "Namespace", "team-h-dev")["metadata"]["annotations"]
+    assert marked == {
+        "quota-portal/vgpu-memory-required.nvidia.com_gpumem": "true",
+        "scheduling.volcano.sh/queue-name": "team-h-dev",
+    }
+    other = find(objects, "Namespace", "team-a-training")["metadata"]["annotations"]
+    assert "quota-portal/vgpu-memory-required.nvidia.com_gpumem" not in other
+
+
+def test_hami_container_stating_gpu_without_gpumem_is_refused():
+    policy, objects = hami_plan()
+    ns_h = namespace_of(objects, "team-h-dev")
+
+    def h_pod(*containers, init=()):
+        return pod(*containers, init=init, namespace="team-h-dev")
+
+    sliced = with_limits(container("main"), {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8192"})
+    assert admit(policy, h_pod(sliced), ns_h) == []
+    assert admit(policy, h_pod(container("cpu", cpu="1")), ns_h) == []
+    (denial,) = admit(policy, h_pod(sliced, with_limits(container("whole"), gpu(1))), ns_h)
+    assert denial.startswith(
+        "container whole states nvidia.com/gpu without nvidia.com/gpumem: in namespace team-h-dev"
+    )
+    init = with_requests(container("setup"), gpu(1))
+    assert admit(policy, h_pod(sliced, init=[init]), ns_h)
+    # Namespaces without a vGPU memory allocation keep whole-GPU pods.
+    ns_a = namespace_of(objects, "team-a-training")
+    assert admit(policy, pod(with_limits(container(), gpu(1))), ns_a) == []

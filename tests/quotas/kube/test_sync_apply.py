@@ -271,8 +271,9 @@ def test_a_change_sync_reads_writes_and_records_only_what_changed(demo, kube_san
     rows = SyncObjectResult.objects.filter(run=run)
     assert [(r.kind, r.name, r.action) for r in rows] == [("Queue", "team-c-dev", "updated")]
     stats = kube_sandbox.stats.as_dict()
-    # Discovery of the Volcano API, a GET and an apply of the queue; no LIST of anything.
-    assert stats["requests_total"] == 3, stats
+    # Discovery of the admission API (is MutatingAdmissionPolicy served?) and of the Volcano
+    # API, a GET and an apply of the queue; no LIST of anything.
+    assert stats["requests_total"] == 4, stats
     assert stats["writes"] == 1
     request.refresh_from_db()
     assert request.status == SyncRequest.Status.DONE
