@@ -396,49 +396,21 @@ class ControlPlane:
             return False
 
     def _write_kubeconfig(self, path: Path, user: str, cert: tuple[Path, Path]) -> None:
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [
-                {
-                    "name": "controlplane",
-                    "cluster": {
-                        "server": self.server,
-                        "certificate-authority": str(self.pki.ca_file),
-                    },
-                }
-            ],
-            "users": [
-                {
-                    "name": user,
-                    "user": {"client-certificate": str(cert[0]), "client-key": str(cert[1])},
-                }
-            ],
-            "contexts": [
-                {"name": "controlplane", "context": {"cluster": "controlplane", "user": user}}
-            ],
-            "current-context": "controlplane",
-        }
-        path.write_text(yaml.safe_dump(config))
-        path.chmod(0o600)
+        self._kubeconfig(path, {"client-certificate": str(cert[0]), "client-key": str(cert[1])})
 
     def token_kubeconfig(self, path: Path, token: str) -> Path:
         """A kubeconfig that authenticates with a bearer token (a service account's)."""
+        return self._kubeconfig(path, {"token": token})
+
+    def _kubeconfig(self, path: Path, credentials: dict) -> Path:
+        cluster = {"server": self.server, "certificate-authority": str(self.pki.ca_file)}
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [
-                {
-                    "name": "controlplane",
-                    "cluster": {
-                        "server": self.server,
-                        "certificate-authority": str(self.pki.ca_file),
-                    },
-                }
-            ],
-            "users": [{"name": "token", "user": {"token": token}}],
+            "clusters": [{"name": "controlplane", "cluster": cluster}],
+            "users": [{"name": "user", "user": credentials}],
             "contexts": [
-                {"name": "controlplane", "context": {"cluster": "controlplane", "user": "token"}}
+                {"name": "controlplane", "context": {"cluster": "controlplane", "user": "user"}}
             ],
             "current-context": "controlplane",
         }
