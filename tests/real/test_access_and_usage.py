@@ -29,7 +29,7 @@ from quotas.services import (
     priority_class_save,
 )
 from quotas.usage.cluster import usage_collect_cluster
-from tests.real.conftest import sync_now
+from tests.real.conftest import poll, sync_now
 
 pytestmark = pytest.mark.django_db
 
@@ -56,16 +56,6 @@ def gpu_pod(name: str, gpus: int, *, priority: str = "training", **spec) -> dict
             **spec,
         },
     }
-
-
-def wait_for(what: str, check, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.25)
-    raise AssertionError(f"{what} not within {timeout} s")
 
 
 def rbac_documents(role_rules: list[dict] | None = None) -> list[dict]:
@@ -259,8 +249,8 @@ def test_the_usage_collector_reads_running_and_pending_pods_with_their_wait(
         pods = real_cluster.get_json("pods", namespace=ns)["items"]
         return sorted(p["status"].get("phase", "") for p in pods)
 
-    wait_for("three pods running", lambda: phases() == ["Pending", "Running", "Running", "Running"])
-    wait_for(
+    poll("three pods running", lambda: phases() == ["Pending", "Running", "Running", "Running"])
+    poll(
         "the waiting pod marked unschedulable",
         lambda: any(
             c["type"] == "PodScheduled" and c["status"] == "False"

@@ -9,30 +9,17 @@ Pods run no containers here (kwok): only admission and the quota controller are 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from django.core.management import call_command
 
 from quotas.models import Allocation, Cluster, Resource, TeamNamespace
 from quotas.services import allocation_set, cluster_plan_touch
-from tests.real.conftest import sync_now
+from tests.real.conftest import poll, sync_now
 
 pytestmark = pytest.mark.django_db
 
 DEADLINE = 60
-
-
-def poll(what: str, check, timeout: float = DEADLINE):
-    """``check()`` until it returns something truthy; fails with ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.3)
 
 
 def synced(cluster: Cluster) -> None:
@@ -50,7 +37,7 @@ def quota_enforced(cp, namespace: str, name: str = "gpu-quota") -> dict:
             return quota
         return None
 
-    return poll(f"quota {namespace}/{name} status.hard", ready)
+    return poll(f"quota {namespace}/{name} status.hard", ready, DEADLINE, 0.3)
 
 
 def used(cp, namespace: str, key: str, name: str = "gpu-quota") -> str:

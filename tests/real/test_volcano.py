@@ -5,32 +5,18 @@ queue whatever it names, and a department's guarantee counts once."""
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 
 import pytest
 from django.core.management import call_command
 
 from quotas.models import Cluster, SyncRun, Team
-from tests.real.conftest import sync_now
+from tests.real.conftest import poll, sync_now
 
 pytestmark = pytest.mark.django_db
 
 TEAM_A = "team-a-training"
 TEAM_B = "team-b-inference"
 REFUSED = "is not the Volcano queue of namespace"
-
-
-def poll(what: str, check: Callable[[], object], timeout: float = 60) -> object:
-    """``check()``'s first truthy answer, asked every half second until ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        answer = check()
-        if answer:
-            return answer
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.5)
 
 
 def volcano_job(name: str, *, replicas: int, min_available: int, queue: str | None = None):
@@ -107,7 +93,28 @@ def synced_demo(cp, on_real_cluster) -> Cluster:
     run = sync_now(cluster)
     assert run.status == SyncRun.Status.SUCCEEDED, (run.error, run.backend_problems)
     wait_for_open_queues(cp, "default", TEAM_A, TEAM_B)
+    wait_for_queue_policies(cp)
     return cluster
+
+
+def wait_for_queue_policies(cp) -> None:
+    """The API server loads admission policies a moment after they are written: waits until
+    a server-side dry run shows both in force (a Job naming no queue comes back with the
+    team's; one naming another team's queue is refused)."""
+
+    def dry_run(obj: dict):
+        args = ("create", "--dry-run=server", "-o", "json", "-f", "-")
+        return cp.kubectl(*args, input=json.dumps(obj), check=False)
+
+    def mutated():
+        proc = dry_run(volcano_job("probe", replicas=1, min_available=1))
+        return proc.returncode == 0 and json.loads(proc.stdout)["spec"].get("queue") == TEAM_A
+
+    def refused():
+        return dry_run(volcano_job("probe", replicas=1, min_available=1, queue=TEAM_B)).returncode
+
+    poll("the queue MutatingAdmissionPolicy in force", mutated)
+    poll("the queue ValidatingAdmissionPolicy in force", refused)
 
 
 def test_a_job_naming_no_queue_runs_in_the_team_queue_within_its_capability(
@@ -145,17 +152,8 @@ def test_work_naming_another_queue_is_refused_and_the_default_queue_is_corrected
     real_cluster, on_real_cluster
 ):
     synced_demo(real_cluster, on_real_cluster)
-    # Another team's queue: refused by the portal's ValidatingAdmissionPolicy (which the API
-    # server enforces a moment after it is written).
+    # Another team's queue: refused by the portal's ValidatingAdmissionPolicy.
     elsewhere = json.dumps(volcano_job("elsewhere", replicas=1, min_available=1, queue=TEAM_B))
-    poll(
-        "the queue policy in force",
-        lambda: (
-            real_cluster.kubectl(
-                "create", "--dry-run=server", "-f", "-", input=elsewhere, check=False
-            ).returncode
-        ),
-    )
     refused = real_cluster.kubectl("create", "-f", "-", input=elsewhere, check=False)
     assert refused.returncode != 0
     assert REFUSED in refused.stderr and TEAM_B in refused.stderr, refused.stderr
