@@ -35,6 +35,11 @@ test: $(STAMP)
 controlplane: $(STAMP)
 	$(BIN)/python -m controlplane.build
 
+# The demo with cluster demo on the real control plane (built first if missing), GPU work
+# submitted to it once the approved quota is in force; prints the KUBECONFIG for kubectl.
+run-real: controlplane
+	$(BIN)/python manage.py run_portal --real-cluster
+
 # Only the tests on the real control plane (make test runs them too where it is built).
 test-real: $(STAMP)
 	$(BIN)/python -m pytest tests/real $(PYTEST_ARGS)

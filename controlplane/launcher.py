@@ -32,6 +32,7 @@ from pathlib import Path
 
 import yaml
 
+from common.processes import die_with_parent
 from controlplane import build
 from controlplane.certs import Authority
 
@@ -68,6 +69,51 @@ DEFAULT_NODES = (
 )
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+# A pod carrying this annotation (a Go duration: "90s", "5m") finishes that long after it
+# started running (phase Succeeded, its containers exited 0), freeing what it held; any other
+# pod runs until deleted. The demo's workloads use it (controlplane/demo.py).
+RUNS_FOR_ANNOTATION = "controlplane.quota-portal.io/runs-for"
+# kwok's Stage API: the step from Running to Succeeded for annotated pods.
+POD_FINISH_STAGE = f"""\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-finish-after-annotated-time
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: .metadata.deletionTimestamp
+      operator: DoesNotExist
+    - key: .status.phase
+      operator: In
+      values: [Running]
+    - key: '.metadata.annotations["{RUNS_FOR_ANNOTATION}"]'
+      operator: Exists
+  delay:
+    durationMilliseconds: 60000
+    durationFrom:
+      expressionFrom: '.metadata.annotations["{RUNS_FOR_ANNOTATION}"]'
+  next:
+    statusTemplate: |
+      {{{{ $now := Now }}}}
+      phase: Succeeded
+      containerStatuses:
+      {{{{ range .spec.containers }}}}
+      - name: {{{{ .name | Quote }}}}
+        image: {{{{ .image | Quote }}}}
+        ready: false
+        restartCount: 0
+        started: false
+        state:
+          terminated:
+            exitCode: 0
+            reason: Completed
+            finishedAt: {{{{ $now | Quote }}}}
+      {{{{ end }}}}
+"""
 SYSTEM_NAMESPACES = {
     "default",
     "kube-system",
@@ -264,6 +310,8 @@ class ControlPlane:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            # Stopped by stop() or atexit; killed outright, the parent takes them along.
+            preexec_fn=die_with_parent,
             env={**os.environ, **(env or {})},
             cwd=self.workdir,
         )
@@ -414,8 +462,11 @@ class ControlPlane:
             ],
             "current-context": "controlplane",
         }
-        path.write_text(yaml.safe_dump(config))
-        path.chmod(0o600)
+        # Credentials inside: made owner-only before anything is written.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            os.fchmod(fh.fileno(), 0o600)
+            fh.write(yaml.safe_dump(config))
         return path
 
     def _start_controllers(self) -> None:
@@ -466,7 +517,8 @@ class ControlPlane:
     def _start_nodes(self) -> None:
         stages = self.bin["share:kwok"] / "stages"
         # Nodes become Ready and stay so; pods are Running once bound and deleted when asked.
-        # pod-complete is left out: the test pods keep their GPUs until deleted.
+        # kwok's pod-complete is left out (the test pods keep their GPUs until deleted); only
+        # pods annotated with how long they run finish by themselves.
         stage_files = [
             stages / "node" / "fast" / "node-initialize.yaml",
             stages / "node" / "heartbeat" / "node-heartbeat.yaml",
@@ -474,7 +526,7 @@ class ControlPlane:
             stages / "pod" / "fast" / "pod-delete.yaml",
         ]
         config = self.workdir / "kwok-stages.yaml"
-        config.write_text("\n---\n".join(p.read_text() for p in stage_files))
+        config.write_text("\n---\n".join([*(p.read_text() for p in stage_files), POD_FINISH_STAGE]))
         self._spawn(
             "kwok",
             [

@@ -9,8 +9,6 @@ safe to call more than once.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import secrets
 import signal
@@ -24,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
+from common.processes import die_with_parent
+
 STOP_GRACE_SECONDS = 10.0
 HARNESS_APP = "soak-harness"
 
@@ -32,15 +32,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _die_with_parent() -> None:
-    """Linux: the child gets SIGTERM when the harness dies, even by SIGKILL (no orphans)."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def wait_until(check: Callable[[], bool], *, timeout: float, what: str, every: float = 0.2):
@@ -93,7 +84,7 @@ class Child:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         self.going_down = False
         self.starts += 1

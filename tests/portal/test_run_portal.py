@@ -221,3 +221,26 @@ def test_run_portal_without_schemas_still_serves_the_portal(tmp_path):
         output = log.read()
     assert code == 0, output
     assert "Not starting the sandbox clusters" in output
+
+
+def test_run_real_without_a_built_control_plane_says_how_to_build_it(tmp_path):
+    port, sandbox_port = _ports()
+    empty_cache = tmp_path / "no-controlplane"
+    empty_cache.mkdir()
+    log = (tmp_path / "run.log").open("w+")
+    proc = _start(
+        tmp_path,
+        "--real-cluster",
+        "--port",
+        str(port),
+        "--sandbox-port",
+        str(sandbox_port),
+        stdout=log,
+        PORTAL_CONTROLPLANE_CACHE=str(empty_cache),
+    )
+    code = proc.wait(timeout=120)
+    log.seek(0)
+    output = log.read()
+    assert code != 0
+    assert "make controlplane" in output and "Traceback" not in output, output
+    assert not _port_open(port)

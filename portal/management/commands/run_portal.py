@@ -2,13 +2,17 @@
 
 One foreground command; Ctrl-C (or SIGTERM) stops every child cleanly. If one child dies the
 others are stopped too, so a half-running demo never lingers.
+
+`make run-real` (``--real-cluster``): the demo cluster ``demo`` is the real control plane
+(``controlplane/``, built by ``make controlplane``) instead of a sandbox, with GPU work submitted
+once the approved quota is in force (``controlplane/demo.py``); the other demo clusters stay on
+the sandbox (they share namespace names with ``demo``, and a cluster is its own API server).
 """
 
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,18 +21,14 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+
+from common.processes import die_with_parent
 
 STOP_GRACE_SECONDS = 10
-
-
-def _die_with_parent() -> None:
-    """Linux: a child gets SIGTERM if this command is killed outright (no orphans left)."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+# The demo cluster that --real-cluster puts on the real control plane.
+REAL_DEMO_CLUSTER = "demo"
+REAL_SYNC_TIMEOUT_SECONDS = 180
 
 
 def _write_token_file(path: Path) -> Path:
@@ -56,6 +56,12 @@ class Command(BaseCommand):
         parser.add_argument("--no-sandbox", action="store_true", help="Do not start the sandbox.")
         parser.add_argument("--no-seed", action="store_true", help="Skip seed_demo.")
         parser.add_argument("--web-workers", type=int, default=2)
+        parser.add_argument(
+            "--real-cluster",
+            action="store_true",
+            help=f"Run cluster {REAL_DEMO_CLUSTER} on the real control plane (make controlplane "
+            "first) and submit GPU work to it; the other demo clusters stay on the sandbox.",
+        )
 
     def handle(self, *args, **options) -> None:
         call_command("migrate", interactive=False, verbosity=0)
@@ -63,13 +69,23 @@ class Command(BaseCommand):
         if not options["no_seed"]:
             call_command("seed_demo", stdout=self.stdout)
 
-        python = sys.executable
         env = os.environ.copy()
         env.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
         var_dir = Path(settings.VAR_DIR)
         tls_dir = var_dir / "sandbox-tls"
         bind = f"{options['host']}:{options['port']}"
 
+        control_plane = None
+        if options["real_cluster"]:
+            control_plane = self._start_control_plane(var_dir)
+        try:
+            self._run(options, env, var_dir, tls_dir, bind, control_plane)
+        finally:
+            if control_plane is not None:
+                control_plane.stop()
+
+    def _run(self, options, env, var_dir, tls_dir, bind, control_plane) -> None:
+        python = sys.executable
         commands: dict[str, list[str]] = {}
         sandboxes = {}
         if not options["no_sandbox"] and self._schemas_present():
@@ -151,11 +167,10 @@ class Command(BaseCommand):
         ]
 
         children: dict[str, subprocess.Popen] = {}
-        stopping = False
+        self._stopping = False
 
         def request_stop(signum, _frame) -> None:
-            nonlocal stopping
-            stopping = True
+            self._stopping = True
 
         signal.signal(signal.SIGINT, request_stop)
         signal.signal(signal.SIGTERM, request_stop)
@@ -167,14 +182,21 @@ class Command(BaseCommand):
                 env=env,
                 cwd=settings.BASE_DIR,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         if sandboxes:
             self._prepare_sandboxes()
-        # Push the demo plan to its clusters now rather than at beat's first tick.
-        from quotas.tasks import reconcile_clusters
+        # Push the demo plan to its clusters now rather than at beat's first tick (the real
+        # control plane is new each run: synced whenever it was last).
+        from quotas.models import Cluster, SyncRun
+        from quotas.tasks import reconcile_clusters, sync_cluster
 
+        last_run = SyncRun.objects.order_by("-id").values_list("id", flat=True).first() or 0
         reconcile_clusters.delay()
+        if control_plane is not None:
+            real = Cluster.objects.get(name=REAL_DEMO_CLUSTER)
+            sync_cluster.delay(real.pk, SyncRun.Trigger.RECONCILE)
+            self._submit_demo_work(control_plane, after_run=last_run)
 
         self.stdout.write(
             self.style.SUCCESS(f"\nGPU quota portal: http://{bind}/")
@@ -185,18 +207,25 @@ class Command(BaseCommand):
                 f" (token required; kubeconfig {var_dir / f'kubeconfig-{name}.yaml'})"
                 for name, port in sandboxes.items()
             )
+            + (
+                f"\nReal control plane of cluster {REAL_DEMO_CLUSTER}: {control_plane.server}"
+                f"\n  export KUBECONFIG={control_plane.kubeconfig}"
+                f"\n  {Path(sys.executable).parent / 'kubectl'} get pods -A --watch"
+                if control_plane is not None
+                else ""
+            )
             + "\nCtrl-C stops everything.\n"
         )
         self.stdout.flush()
 
         exit_code = 0
         try:
-            while not stopping:
+            while not self._stopping:
                 for name, child in children.items():
                     if child.poll() is not None:
                         self.stderr.write(f"{name} exited with code {child.returncode}; stopping.")
                         exit_code = 1
-                        stopping = True
+                        self._stopping = True
                         break
                 time.sleep(0.3)
         finally:
@@ -204,6 +233,68 @@ class Command(BaseCommand):
         if exit_code:
             sys.exit(exit_code)
         self.stdout.write("Stopped.")
+
+    def _start_control_plane(self, var_dir: Path):
+        """The real control plane, fresh (its etcd and certificates made anew each run), with
+        cluster ``demo`` pointed at it."""
+        try:
+            from controlplane.launcher import ControlPlane, available
+        except ImportError as exc:
+            raise CommandError(f"--real-cluster needs the controlplane package: {exc}") from exc
+        if not available():
+            raise CommandError(
+                "--real-cluster: the control plane is not built; run `make controlplane` "
+                "(needs Go 1.26, about 11 minutes the first time)"
+            )
+        from quotas.models import Cluster
+
+        workdir = var_dir / "controlplane"
+        shutil.rmtree(workdir, ignore_errors=True)
+        workdir.mkdir(parents=True, mode=0o700)
+        control_plane = ControlPlane(workdir)
+        control_plane.start()
+        updated = Cluster.objects.filter(name=REAL_DEMO_CLUSTER).update(
+            connection=Cluster.Connection.KUBECONFIG,
+            kubeconfig_path=str(control_plane.kubeconfig),
+            kubeconfig_context="controlplane",
+        )
+        if not updated:
+            control_plane.stop()
+            raise CommandError(f"--real-cluster: no cluster {REAL_DEMO_CLUSTER} (run seed_demo)")
+        return control_plane
+
+    def _submit_demo_work(self, control_plane, after_run: int) -> None:
+        """Once the worker's first sync of the real cluster succeeded and its quota is in
+        force, the demo's GPU work; a sync that does not succeed is reported, not fatal."""
+        from controlplane import demo
+        from controlplane.launcher import ControlPlaneError
+        from quotas.models import SyncRun
+
+        deadline = time.monotonic() + REAL_SYNC_TIMEOUT_SECONDS
+        while True:
+            run = (
+                SyncRun.objects.filter(cluster__name=REAL_DEMO_CLUSTER, id__gt=after_run)
+                .exclude(status__in=[SyncRun.Status.RUNNING, SyncRun.Status.SKIPPED])
+                .order_by("-id")
+                .first()
+            )
+            if run is not None and run.status == SyncRun.Status.SUCCEEDED:
+                break
+            if self._stopping:
+                return
+            if time.monotonic() > deadline:
+                last = f"last sync {run.status}: {run.error}" if run else "no sync finished"
+                self.stderr.write(f"Not submitting the demo's GPU work: {last}.")
+                return
+            time.sleep(1)
+        try:
+            if not demo.wait_until_enforced(control_plane, stop=lambda: self._stopping):
+                return
+            created = demo.submit(control_plane, stop=lambda: self._stopping)
+        except ControlPlaneError as exc:
+            self.stderr.write(f"Not submitting the demo's GPU work: {exc}")
+            return
+        self.stdout.write("GPU work submitted to the real control plane: " + ", ".join(created))
 
     def _schemas_present(self) -> bool:
         """The sandbox is a development tool (not in the product image) that validates against
