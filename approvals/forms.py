@@ -9,14 +9,12 @@ from approvals.lines import KEEP, Decision, LineInput
 from approvals.models import (
     COMMENT_MAX_LENGTH,
     JUSTIFICATION_MAX_LENGTH,
+    MAX_LINES,
     QuotaRequest,
     RequestLine,
 )
-from common.amounts import format_amount
+from common.amounts import AmountFormField, format_amount
 from quotas.models import ClusterCapacity, PriorityClass, Team, TeamNamespace
-
-# Lines one request may hold in the form (more are refused, naming the limit).
-MAX_LINES = 50
 
 DATETIME_LOCAL = "%Y-%m-%dT%H:%M"
 
@@ -78,13 +76,11 @@ class LineForm(forms.Form):
 
     team_namespace = forms.TypedChoiceField(coerce=int, label=_("Namespace"))
     resource = forms.TypedChoiceField(coerce=int, label=_("Resource"))
-    guarantee = forms.DecimalField(
-        label=_("Guarantee"), min_value=0, decimal_places=3, max_digits=12
-    )
-    cap = forms.DecimalField(label=_("Cap"), min_value=0, decimal_places=3, max_digits=12)
+    guarantee = AmountFormField(label=_("Guarantee"), min_value=0, decimal_places=3, max_digits=12)
+    cap = AmountFormField(label=_("Cap"), min_value=0, decimal_places=3, max_digits=12)
     # Blank per-pod max and no class chosen keep the current values; removing them is the
     # explicit choice of the two boxes below (and counts as widening for the policy).
-    per_pod_max = forms.DecimalField(
+    per_pod_max = AmountFormField(
         required=False, min_value=0, decimal_places=3, max_digits=12, label=_("Per-pod max")
     )
     remove_per_pod_max = forms.BooleanField(required=False, label=_("remove per-pod max"))
@@ -260,7 +256,7 @@ class ApproveForm(forms.Form):
         )
         for line in lines:
             for part in self.AMOUNTS:
-                self.fields[f"decided-{line.pk}-{part}"] = forms.DecimalField(
+                self.fields[f"decided-{line.pk}-{part}"] = AmountFormField(
                     required=False,
                     min_value=0,
                     decimal_places=3,

@@ -16,6 +16,10 @@ from quotas.texts import localized_messages, stored_message
 
 # Free text people type: bounded in the database, the forms and the API alike.
 JUSTIFICATION_MAX_LENGTH = 4000
+# The most lines one request holds, and priority classes one line names (pages and API alike:
+# longer lists are refused before any line is looked at).
+MAX_LINES = 50
+MAX_PRIORITY_CLASSES = 32
 COMMENT_MAX_LENGTH = 2000
 
 

@@ -72,19 +72,36 @@ _DECISION_VERBS = {
     "rejected": gettext_noop("rejected"),
     "changes_requested": gettext_noop("changes requested"),
 }
-# Optional payload keys shown in the e-mail body, in this order, with their labels.
-_BODY_FIELDS = (
+# Optional payload keys shown in the e-mail body, in this order, with their labels: first the
+# portal's own facts, then what people (or a cluster's API) wrote, quoted.
+_FACT_FIELDS = (
     ("requested_by", gettext_noop("Requested by")),
     ("decided_by", gettext_noop("Decided by")),
-    ("justification", gettext_noop("Justification")),
-    ("decision_comment", gettext_noop("Comment")),
-    ("comment", gettext_noop("Comment")),
-    ("reason", gettext_noop("Reason")),
-    ("error", gettext_noop("Error")),
     ("starts_at", gettext_noop("Starts")),
     ("ends_at", gettext_noop("Ends")),
     ("expires_at", gettext_noop("Expires")),
 )
+_QUOTED_FIELDS = (
+    ("justification", gettext_noop("Justification, as the requester wrote it")),
+    ("decision_comment", gettext_noop("Comment, as written")),
+    ("comment", gettext_noop("Comment, as written")),
+    ("reason", gettext_noop("Reason, as written")),
+    ("error", gettext_noop("Error, as reported")),
+)
+# Dropped from anything shown in a mail: C0/C1 control characters but line breaks and tabs,
+# and the bidirectional controls that make text read in another order than it is stored.
+_UNSAFE = dict.fromkeys(
+    [
+        *(c for c in range(0x20) if c not in (0x09, 0x0A)),
+        *range(0x7F, 0xA0),
+        0x061C,
+        0x200E,
+        0x200F,
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+    ]
+)
+
 # The values of a line in the body: "guarantee current 6, requested 8".
 _LINE_FIELDS = {
     "guarantee": gettext_noop("guarantee"),
@@ -413,25 +430,40 @@ def email_subject(event: str, payload: dict) -> str:
     return _("[GPU quota] %(what)s") % {"what": _what_happened(event, payload)}
 
 
+def safe_text(value: object) -> str:
+    """``value`` as text without control or bidirectional characters; line breaks kept (CR LF
+    and a lone CR become LF)."""
+    text = str(value).replace("\r\n", "\n").replace("\r", "\n")
+    return text.translate(_UNSAFE)
+
+
 def email_body(event: str, payload: dict) -> str:
-    """Plain text: what happened, each line's current, requested and decided values, the link."""
+    """Plain text, the portal's facts first: what happened, the link, each line's current,
+    requested and decided values, who and when; then what people wrote, as quoted lines
+    ("> "), without control or bidirectional characters, so no text of theirs can pass for the
+    portal's own (a link, a signature)."""
     parts = [_("%(what)s.") % {"what": capfirst(_what_happened(event, payload))}]
+    if payload.get("url"):
+        parts.append(_("Open the request: %(url)s") % {"url": payload["url"]})
     lines = payload.get("lines") or []
     if lines:
         parts.append("")
         parts.append(_("Lines:"))
         parts.extend(f"- {_describe_line(line)}" for line in lines)
-    extras = [
-        _("%(label)s: %(value)s") % {"label": gettext(label), "value": payload[key]}
-        for key, label in _BODY_FIELDS
+    facts = [
+        _("%(label)s: %(value)s") % {"label": gettext(label), "value": safe_text(payload[key])}
+        for key, label in _FACT_FIELDS
         if payload.get(key) not in (None, "")
     ]
-    if extras:
+    if facts:
         parts.append("")
-        parts.extend(extras)
-    if payload.get("url"):
+        parts.extend(facts)
+    for key, label in _QUOTED_FIELDS:
+        if payload.get(key) in (None, ""):
+            continue
         parts.append("")
-        parts.append(_("Open the request: %(url)s") % {"url": payload["url"]})
+        parts.append(_("%(label)s:") % {"label": gettext(label)})
+        parts.extend(f"> {line}".rstrip() for line in safe_text(payload[key]).split("\n"))
     parts.append("")
     parts.append("-- \n" + _("GPU quota portal (%(event)s)") % {"event": event})
     return "\n".join(parts) + "\n"

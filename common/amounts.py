@@ -2,10 +2,12 @@
 API, the audit log, notifications, the rules' messages, and the digits of Kubernetes quantities.
 """
 
+import re
 from decimal import Decimal
 from typing import overload
 
-from django import template
+from django import forms, template
+from django.utils.translation import gettext_lazy as _
 
 # A template builtin (settings TEMPLATES): ``{{ allocation.cap|amount }}`` on every page.
 register = template.Library()
@@ -34,3 +36,24 @@ def format_amount(value: Decimal | int | None) -> str | None:
 def amount_filter(value: Decimal | int | None) -> str:
     """``{{ value|amount }}``; no amount shows as "" (``|amount|default:"none"``)."""
     return "" if value in (None, "") else format_amount(value)
+
+
+# What an amount is typed as: ASCII digits with an optional fraction (and sign, so that a
+# negative one is refused by its range with the range's message). Python's Decimal() would
+# also take "3_0" (30), other scripts' digits ("\u0663", 3), exponents and "Infinity".
+PLAIN_AMOUNT = re.compile(r"-?[0-9]+(\.[0-9]+)?|-?\.[0-9]+")
+NOT_PLAIN_MESSAGE = _("give an amount as plain digits, such as 4 or 0.5, got %(value)r")
+
+
+def is_plain_amount(text: str) -> bool:
+    return PLAIN_AMOUNT.fullmatch(text.strip()) is not None
+
+
+class AmountFormField(forms.DecimalField):
+    """A form's amount: plain ASCII decimals only (``is_plain_amount``), then DecimalField's
+    own checks (range, digits)."""
+
+    def to_python(self, value):
+        if isinstance(value, str) and value.strip() and not is_plain_amount(value):
+            raise forms.ValidationError(NOT_PLAIN_MESSAGE, code="invalid", params={"value": value})
+        return super().to_python(value)

@@ -1,12 +1,20 @@
-"""The page a locked-out login gets (django-axes' AXES_LOCKOUT_CALLABLE): 429 with Retry-After."""
+"""The login lockout around django-axes: the page a locked-out login gets (429 with
+Retry-After), the user name attempts count under, and the wide lock of one user name across
+addresses or one address across user names."""
 
 import math
 
 from axes.helpers import get_cool_off
+from axes.models import AccessAttempt, AccessLog
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
+from django.db.models import Sum
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
+
+from portal.client import client_address
 
 
 def lockout_response(
@@ -37,3 +45,38 @@ def lockout_username(request: HttpRequest, credentials: dict | None = None) -> s
     if not isinstance(username, str):
         return username
     return username[: User._meta.get_field("username").max_length]
+
+
+def _failures(**where) -> int:
+    since = timezone.now() - settings.AXES_COOLOFF_TIME
+    total = AccessAttempt.objects.filter(attempt_time__gte=since, **where).aggregate(
+        n=Sum("failures_since_start")
+    )["n"]
+    return total or 0
+
+
+class WideLockoutBackend:
+    """Second in AUTHENTICATION_BACKENDS, after axes' lock of the pair (user name, address):
+    refuses a login once the user name has failed LOGIN_LOCKOUT_WIDE_FAILURES times from all
+    addresses within the cool-off (one account guessed from many places), or the address has
+    for all user names (many accounts guessed from one place), unless this user has signed in
+    from this address before, so neither a distributed guesser nor a neighbour behind the same
+    address keeps a person out of their account. Authenticates nobody itself (and has no
+    ``get_user``: no session names it as its backend)."""
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        if request is None or not settings.AXES_ENABLED:
+            return None
+        name = lockout_username(request, {settings.AXES_USERNAME_FORM_FIELD: username})
+        address = getattr(request, "axes_ip_address", None) or client_address(request)
+        if not isinstance(name, str) or not name:
+            return None
+        limit = settings.LOGIN_LOCKOUT_WIDE_FAILURES
+        if _failures(username=name) < limit and _failures(ip_address=address) < limit:
+            return None
+        if AccessLog.objects.filter(username=name, ip_address=address).exists():
+            return None
+        # As axes does for its own lock: the middleware answers with the lockout page, and the
+        # refused attempt is not counted (the lock does not extend itself).
+        request.axes_locked_out = True
+        raise PermissionDenied("locked out: too many failed sign-ins for this name or address")

@@ -11,6 +11,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from common.private_files import private_dir, private_file
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -91,7 +93,10 @@ DATABASES = {
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    # It holds session keys and API token digests: owner-only before SQLite first writes it
+    # (its journal files take the database file's mode).
+    if DATABASES["default"]["NAME"] not in ("", ":memory:"):
+        private_file(Path(DATABASES["default"]["NAME"]))
     # The demo runs web, worker and beat against one file: wait for locks instead of failing.
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
@@ -160,8 +165,10 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(CELERY_BROKER_FOLDER / "control"),
         "store_processed": False,
     }
+    # Task messages and results, owner-only like the rest of the demo's data.
+    private_dir(CELERY_BROKER_FOLDER)
     for _folder in ("queue", "processed", "results", "control"):
-        (CELERY_BROKER_FOLDER / _folder).mkdir(parents=True, exist_ok=True)
+        private_dir(CELERY_BROKER_FOLDER / _folder)
     CELERY_RESULT_BACKEND = env.str(
         "CELERY_RESULT_BACKEND", default=f"file://{CELERY_BROKER_FOLDER / 'results'}"
     )
@@ -317,7 +324,12 @@ AUDIT_MAC_KEY = env.str("AUDIT_MAC_KEY", default="")
 AUDIT_MAC_PREVIOUS_KEYS = env.list("AUDIT_MAC_PREVIOUS_KEYS", default=[])
 # Append-only file that receives the chain's head (seq, hash, MAC) as one JSON line per anchor,
 # periodically and with every notification; verify_audit_chain compares the log against it.
+# Unset: the demo's file in PORTAL_VAR_DIR (mode 0600), so a wiped demo log shows too; production
+# names storage the database's users cannot reach (`check --deploy` errors while it is unset).
 AUDIT_ANCHOR_FILE = env.str("AUDIT_ANCHOR_FILE", default="")
+AUDIT_ANCHOR_FILE_IS_DEMO = not AUDIT_ANCHOR_FILE
+if AUDIT_ANCHOR_FILE_IS_DEMO:
+    AUDIT_ANCHOR_FILE = str(VAR_DIR / "audit-anchors.jsonl")
 # Seconds between two anchors written by beat (`anchor audit log`).
 AUDIT_ANCHOR_SECONDS = env.int("AUDIT_ANCHOR_SECONDS", default=300)
 # How far a webhook signature's timestamp may be from the receiver's clock, in seconds.
@@ -387,16 +399,21 @@ PORTAL_TRUSTED_PROXY_COUNT = env.int("PORTAL_TRUSTED_PROXY_COUNT", default=0)
 
 # Login lockout (django-axes, database handler: attempts are rows every process sees, and the
 # admin's "Access attempts" page unlocks by deleting them; `manage.py axes_reset_username NAME`
-# too). Failures count per user name and, separately, per address; the Django admin's login is
-# covered too (it authenticates through the same backends).
+# too). LOGIN_LOCKOUT_FAILURES lock the pair of user name and address, so nobody elsewhere can
+# lock a user out. Failures of one user name from all addresses, or of one address for all user
+# names, lock at the higher LOGIN_LOCKOUT_WIDE_FAILURES, and not where that user has signed in
+# before (portal.lockout.WideLockoutBackend). The Django admin's login is covered too (it
+# authenticates through the same backends).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
+    "portal.lockout.WideLockoutBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_ENABLED = env.bool("LOGIN_LOCKOUT_ENABLED", default=True)
 AXES_FAILURE_LIMIT = env.int("LOGIN_LOCKOUT_FAILURES", default=10)
 AXES_COOLOFF_TIME = datetime.timedelta(minutes=env.int("LOGIN_LOCKOUT_MINUTES", default=15))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+LOGIN_LOCKOUT_WIDE_FAILURES = env.int("LOGIN_LOCKOUT_WIDE_FAILURES", default=50)
 AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "portal.client.client_address"
 AXES_LOCKOUT_CALLABLE = "portal.lockout.lockout_response"
@@ -415,6 +432,9 @@ REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {
     "token_failure": env.str("API_THROTTLE_TOKEN_FAILURE_RATE", default="20/min"),
 }
 REST_FRAMEWORK["TEST_REQUEST_DEFAULT_FORMAT"] = "json"
+# The largest API body read (a 50-line request is a few kilobytes): a larger one is a 400
+# before it is parsed.
+API_MAX_BODY_BYTES = env.int("API_MAX_BODY_BYTES", default=256 * 1024)
 
 # API tokens: lifetime when none is asked for, and the longest one may ask for.
 API_TOKEN_DEFAULT_DAYS = env.int("API_TOKEN_DEFAULT_DAYS", default=90)

@@ -15,7 +15,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import extend_schema_field
 
-from common.errors import ValidationFailed
+from common.dates import day_or_none, month_or_none
 from common.filtersets import (
     MomentFilter,
     PortalFilterSet,
@@ -37,7 +37,6 @@ from quotas.models import (
     UsageDaily,
 )
 from quotas.selectors import teams_visible_to
-from quotas.usage.suggestions import parse_month
 
 
 def _teams(request) -> QuerySet[Team]:
@@ -127,20 +126,43 @@ class TeamFilterSet(PortalFilterSet):
 
 
 class MonthField(forms.CharField):
-    """YYYY-MM as the first day of that month."""
+    """YYYY-MM as the first day of that month (common.dates: impossible months refused)."""
 
     def to_python(self, value):
         text = super().to_python(value)
         if not text:
             return None
-        try:
-            return parse_month(text)
-        except ValidationFailed:
+        month = month_or_none(text)
+        if month is None:
             raise forms.ValidationError(
                 _("give a month as YYYY-MM, got %(value)r"),
                 code="invalid",
                 params={"value": text},
-            ) from None
+            )
+        return month
+
+
+class DayField(forms.CharField):
+    """YYYY-MM-DD, and only that (common.dates: impossible days such as 2026-02-30 refused);
+    Django's DateField would also take other formats, and name no value in its message."""
+
+    def to_python(self, value):
+        text = super().to_python(value)
+        if not text:
+            return None
+        day = day_or_none(text)
+        if day is None:
+            raise forms.ValidationError(
+                _("give a day as YYYY-MM-DD, got %(value)r"),
+                code="invalid",
+                params={"value": text},
+            )
+        return day
+
+
+@extend_schema_field({"type": "string", "format": "date", "example": "2026-01-31"})
+class DayFilter(django_filters.Filter):
+    field_class = DayField
 
 
 @extend_schema_field(
@@ -293,22 +315,21 @@ class AuditEventFilterSet(PortalFilterSet):
 
 
 USAGE_MAX_DAYS = 400
-# Django's DateField gives its invalid message no value to quote.
-DAY_ERRORS = {"invalid": "give a day as YYYY-MM-DD", "required": "required, a day as YYYY-MM-DD"}
+DAY_ERRORS = {"required": "required, a day as YYYY-MM-DD"}
 
 
 class UsageDailyFilterSet(PortalFilterSet):
     """Daily usage: ?start=&end= (days, inclusive, required, at most USAGE_MAX_DAYS apart) and
     ?cluster=&team=&namespace=&resource=, optional."""
 
-    start = django_filters.DateFilter(
+    start = DayFilter(
         field_name="day",
         lookup_expr="gte",
         required=True,
         help_text="First day (YYYY-MM-DD).",
         error_messages=DAY_ERRORS,
     )
-    end = django_filters.DateFilter(
+    end = DayFilter(
         field_name="day",
         lookup_expr="lte",
         required=True,

@@ -9,12 +9,13 @@ from django.db import InterfaceError, OperationalError
 from django.db.models import Max, Q
 from django.utils import timezone
 
+from common.dates import parse_month
 from common.retry import backoff_seconds
 from quotas.kube.sync import SyncBusy, TransientSyncError, cluster_sync
 from quotas.models import Cluster, SyncRequest, SyncRun
 from quotas.usage.collect import usage_collect
 from quotas.usage.rollup import usage_rollup_recent
-from quotas.usage.suggestions import parse_month, previous_month, suggestions_compute
+from quotas.usage.suggestions import previous_month, suggestions_compute
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
-from django.utils.dateparse import parse_date
 from django.utils.translation import gettext as _
 
+from common.dates import parse_day
 from common.errors import ValidationFailed
 from quotas.filtersets import SuggestionFilterSet
 from quotas.models import AllocationVersion, Cluster
@@ -117,14 +117,7 @@ def _usage_params(user, params) -> dict:
     dates = {}
     for key, default in (("start", today - timedelta(days=30)), ("end", today)):
         text = (params.get(key) or "").strip()
-        value = parse_date(text) if text else default
-        if value is None:
-            raise ValidationFailed(
-                _("%(field)s: give a day as YYYY-MM-DD, got %(value)s")
-                % {"field": key, "value": repr(text)},
-                field=key,
-            )
-        dates[key] = value
+        dates[key] = parse_day(text, field=key) if text else default
     canary_period_check(dates["start"], dates["end"])
     return {"cluster": cluster, "team": team, **dates}
 

@@ -17,7 +17,7 @@ from approvals.api import views
 from approvals.api.etags import request_etag, request_if_match
 from approvals.api.serializers import LineInputSerializer, RequestSerializer
 from approvals.api.views import RequestDetail, _line_inputs, _visible_request
-from approvals.models import JUSTIFICATION_MAX_LENGTH
+from approvals.models import JUSTIFICATION_MAX_LENGTH, MAX_LINES
 from common.api.idempotency import IdempotentMixin
 from common.api.schema import api_errors
 from quotas.kube.usage import team_usage_now
@@ -30,7 +30,7 @@ class RequestReviseSerializer(serializers.Serializer):
     justification = serializers.CharField(
         required=False, allow_blank=True, max_length=JUSTIFICATION_MAX_LENGTH
     )
-    lines = LineInputSerializer(many=True, allow_empty=False)
+    lines = LineInputSerializer(many=True, allow_empty=False, max_length=MAX_LINES)
     submit = serializers.BooleanField(default=False)
 
 

@@ -6,13 +6,15 @@ from rest_framework import serializers
 from approvals.models import (
     COMMENT_MAX_LENGTH,
     JUSTIFICATION_MAX_LENGTH,
+    MAX_LINES,
+    MAX_PRIORITY_CLASSES,
     Approval,
     QuotaRequest,
     RequestLine,
 )
 from approvals.validation import findings_json, localized_findings, requests_fit_problems
 from common.amounts import format_amount
-from quotas.api.serializers import AmountField
+from quotas.api.serializers import AmountField, AmountInputField
 
 AMOUNT = {"max_digits": 14, "decimal_places": 3}
 # Where the API's request reads put each request's lines and approvals (lists, in order).
@@ -176,12 +178,12 @@ class LineInputSerializer(serializers.Serializer):
     namespace = serializers.CharField(max_length=63)
     cluster = serializers.CharField(max_length=63)
     resource = serializers.CharField(max_length=253)
-    guarantee = serializers.DecimalField(**AMOUNT)
-    cap = serializers.DecimalField(**AMOUNT)
+    guarantee = AmountInputField(**AMOUNT)
+    cap = AmountInputField(**AMOUNT)
     # Left out: unchanged. Removing is explicit: "per_pod_max": null, "priority_classes": [].
-    per_pod_max = serializers.DecimalField(**AMOUNT, required=False, allow_null=True)
+    per_pod_max = AmountInputField(**AMOUNT, required=False, allow_null=True)
     priority_classes = serializers.ListField(
-        child=serializers.CharField(max_length=253), required=False
+        child=serializers.CharField(max_length=253), required=False, max_length=MAX_PRIORITY_CLASSES
     )
 
 
@@ -193,17 +195,20 @@ class RequestCreateSerializer(serializers.Serializer):
     )
     starts_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
     ends_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
-    lines = LineInputSerializer(many=True, allow_empty=False)
+    lines = LineInputSerializer(many=True, allow_empty=False, max_length=MAX_LINES)
     submit = serializers.BooleanField(default=False)
 
 
 class DecisionInputSerializer(serializers.Serializer):
     line = serializers.IntegerField()
-    guarantee = serializers.DecimalField(**AMOUNT)
-    cap = serializers.DecimalField(**AMOUNT)
-    per_pod_max = serializers.DecimalField(**AMOUNT, required=False, allow_null=True)
+    guarantee = AmountInputField(**AMOUNT)
+    cap = AmountInputField(**AMOUNT)
+    per_pod_max = AmountInputField(**AMOUNT, required=False, allow_null=True)
     priority_classes = serializers.ListField(
-        child=serializers.CharField(max_length=253), required=False, allow_null=True
+        child=serializers.CharField(max_length=253),
+        required=False,
+        allow_null=True,
+        max_length=MAX_PRIORITY_CLASSES,
     )
 
 
@@ -211,7 +216,9 @@ class ApproveSerializer(serializers.Serializer):
     comment = serializers.CharField(
         required=False, allow_blank=True, default="", max_length=COMMENT_MAX_LENGTH
     )
-    decisions = DecisionInputSerializer(many=True, required=False, default=list)
+    decisions = DecisionInputSerializer(
+        many=True, required=False, default=list, max_length=MAX_LINES
+    )
 
 
 class CommentSerializer(serializers.Serializer):

@@ -2,7 +2,9 @@
 
 Python's parser raises RecursionError (not ValueError) on deeply nested input, and happily
 returns lone surrogates ("\\ud800") and NUL characters that later break the JSON renderer or
-PostgreSQL. The body size is bounded too: DRF reads the raw stream, around Django's own limit.
+PostgreSQL. The body size is bounded too (API_MAX_BODY_BYTES): DRF reads the raw stream,
+around Django's own limit, and no body of the API comes near it; the lists in a body are
+bounded by their serializers, before any item is validated.
 """
 
 from django.conf import settings
@@ -67,7 +69,7 @@ def check_parsed(data: object) -> None:
 
 class StrictJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        limit = settings.API_MAX_BODY_BYTES
         raw = b"" if stream is None else stream.read(-1 if limit is None else limit + 1)
         if limit is not None and len(raw) > limit:
             raise ValidationFailed(

@@ -3,7 +3,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from common.amounts import format_amount
+from common.amounts import NOT_PLAIN_MESSAGE, format_amount, is_plain_amount
 from quotas.models import Allocation, Cluster, Team, TeamNamespace
 
 
@@ -16,6 +16,16 @@ from quotas.models import Allocation, Cluster, Team, TeamNamespace
         "description": 'An amount as text, without trailing zeros ("10", "0.5").',
     }
 )
+class AmountInputField(serializers.DecimalField):
+    """An amount the API reads: a JSON number, or a string of plain ASCII decimals
+    (``common.amounts.is_plain_amount``: not "3_0", other scripts' digits or exponents)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or (isinstance(data, str) and not is_plain_amount(data)):
+            raise serializers.ValidationError(NOT_PLAIN_MESSAGE % {"value": data}, code="invalid")
+        return super().to_internal_value(data)
+
+
 class AmountField(serializers.Field):
     """A resource amount as text without trailing zeros; read-only."""
 

@@ -3,7 +3,6 @@
 same selectors and filters as the pages."""
 
 from django.http import Http404
-from django.utils.dateparse import parse_date
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -19,6 +18,7 @@ from rest_framework.views import APIView
 
 from common.amounts import format_amount
 from common.api.pagination import ApiPagination
+from common.dates import parse_day
 from common.errors import ValidationFailed
 from quotas.api.serializers import AmountField
 from quotas.filtersets import SuggestionFilterSet
@@ -109,15 +109,7 @@ class SuggestionDetail(generics.RetrieveAPIView):
 
 
 def _day(params, key: str):
-    text = (params.get(key) or "").strip()
-    value = parse_date(text) if text else None
-    if value is None:
-        raise ValidationFailed(
-            _("%(field)s: give a day as YYYY-MM-DD, got %(value)s")
-            % {"field": key, "value": repr(text)},
-            field=key,
-        )
-    return value
+    return parse_day((params.get(key) or "").strip(), field=key)
 
 
 class CanaryTeamSerializer(serializers.Serializer):

@@ -4,31 +4,14 @@ beat entry, ``suggest_quotas`` and the pages); the maths is in ``quotas/usage/su
 from __future__ import annotations
 
 import calendar
-import re
 from datetime import date, timedelta
 
 from django.db import transaction
 from django.utils import timezone
-from django.utils.translation import gettext as _
 
-from common.errors import ValidationFailed
 from quotas.models import Allocation, Cluster, Resource, Suggestion, TeamNamespace
 from quotas.usage.selectors import usage_daily_for
 from quotas.usage.suggest import AllocationUsage, Period, suggest_cluster
-
-MONTH = re.compile(r"^(\d{4})-(\d{2})$")
-
-
-def parse_month(value: str, *, field: str = "month") -> date:
-    """'2025-06' -> date(2025, 6, 1); anything else is refused naming the field."""
-    match = MONTH.match(value.strip())
-    if match is None or not 1 <= int(match.group(2)) <= 12:
-        raise ValidationFailed(
-            _("%(field)s: give a month as YYYY-MM, got %(value)s")
-            % {"field": field, "value": repr(value)},
-            field=field,
-        )
-    return date(int(match.group(1)), int(match.group(2)), 1)
 
 
 def month_end(month: date) -> date:

@@ -131,7 +131,7 @@ def test_withdrawing_an_approved_grant_tells_the_admins_and_the_team(
     [message] = mail.outbox
     assert message.subject == f"[GPU quota] request #{grant.pk} withdrawn by its requester (team-c)"
     assert sorted(message.to) == ["admin@example.com", "lead-c@example.com"]
-    assert "Comment: the run was cancelled" in message.body
+    assert "Comment, as written:\n> the run was cancelled\n" in message.body
     sent = _signed_event(webhooks)
     assert sent["event"] == "request.withdrawn"
     assert (sent["data"]["id"], sent["data"]["status"]) == (grant.pk, "withdrawn")
@@ -153,7 +153,7 @@ def test_revoking_an_approved_grant_through_the_api_tells_the_team(
     [message] = mail.outbox
     assert message.subject == f"[GPU quota] request #{grant.pk} revoked by an admin (team-c)"
     assert message.to == ["lead-c@example.com"]
-    assert "Comment: the cluster is drained" in message.body
+    assert "Comment, as written:\n> the cluster is drained\n" in message.body
     sent = _signed_event(webhooks)
     assert sent["event"] == "request.revoked"
     assert sent["data"]["decision_comment"] == "the cluster is drained"

@@ -273,8 +273,35 @@ def test_email_body_lists_lines_and_link():
         "- team-a-training / nvidia.com/gpu: guarantee current 6, requested 10, decided 8; "
         "cap current 10, requested 12, decided 12"
     ) in body
-    assert "Comment: fine for the Q3 training run" in body
-    assert "Open the request: https://quota.example.com/requests/12" in body
+    assert "Comment, as written:\n> fine for the Q3 training run\n" in body
+    # The link comes right after what happened, before anything people wrote.
+    assert body.split("\n")[1] == "Open the request: https://quota.example.com/requests/12"
+
+
+def test_a_forged_link_and_signature_in_a_justification_read_as_quoted_text():
+    forged = (
+        "urgent\r\n\r\nOpen the request: https://evil.example/login\n-- \n"
+        "GPU quota portal (request.submitted)\u202e\x1b[2J\x07"
+    )
+    body = email_body(
+        "request.submitted",
+        {"id": 7, "url": "https://quota.example.com/requests/7", "justification": forged},
+    )
+    lines = body.split("\n")
+    assert lines[1] == "Open the request: https://quota.example.com/requests/7"
+    quoted = lines[lines.index("Justification, as the requester wrote it:") + 1 :]
+    assert quoted[:5] == [
+        "> urgent",
+        ">",
+        "> Open the request: https://evil.example/login",
+        "> --",
+        "> GPU quota portal (request.submitted)[2J",
+    ]
+    # Only the portal's own lines are unquoted: its link once, and its signature last.
+    unquoted = [line for line in lines if "evil.example" in line and not line.startswith("> ")]
+    assert unquoted == []
+    assert body.endswith("-- \nGPU quota portal (request.submitted)\n")
+    assert not any(c in body for c in "\u202e\x1b\x07\r")
 
 
 def test_email_body_reads_nested_line_values_too():
@@ -291,7 +318,7 @@ def test_email_body_reads_nested_line_values_too():
         "- demo / team-a-training / nvidia.com/gpu: guarantee current 6, requested 8; "
         "cap current 10, requested 12; per pod max requested 4\n"
     ) in body
-    assert "Justification: Q3" in body
+    assert "Justification, as the requester wrote it:\n> Q3\n" in body
 
 
 def test_email_task_sends_from_the_portal_to_recipients(settings):

@@ -9,6 +9,7 @@ import json
 import re
 
 import pytest
+from django.conf import settings
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
@@ -319,3 +320,52 @@ def test_pages_take_hostile_form_posts_and_queries_without_5xx(world, route):
                     url, {field: value for field in ("status", "team", "since", "action", "page")}
                 )
                 assert response.status_code < 500, f"{who} GET {url} {what}"
+
+
+@pytest.mark.parametrize(("copies", "field"), [(1000, "lines"), (24000, "body")])
+def test_a_request_of_thousands_of_lines_is_refused_before_any_line_is_looked_at(
+    world, django_assert_max_num_queries, copies, field
+):
+    """24,000 copies of one line once held a web worker for over a minute: the body's size is
+    checked before it is parsed and the list's length before its items, so the answer costs
+    what an empty request costs."""
+    body = request_body()
+    body["lines"] = body["lines"] * copies
+    client = api_client(world["tokens"]["lead-c"])
+    with django_assert_max_num_queries(12):
+        response = client.post("/api/v1/requests/preview/", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["extra"]["field"] == field
+    limit = "50" if field == "lines" else str(settings.API_MAX_BODY_BYTES)
+    assert limit in response.json()["message"]
+
+
+@pytest.mark.parametrize(
+    ("path", "extra", "field"),
+    [
+        ("requests/", {"lines": "many"}, "lines"),
+        ("requests/preview/", {"classes": 33}, "lines[0].priority_classes"),
+        ("requests/{request}/approve/", {"decisions": 51}, "decisions"),
+    ],
+)
+def test_every_list_in_a_body_is_bounded(world, path, extra, field):
+    body = request_body()
+    if extra.get("lines"):
+        body["lines"] = body["lines"] * 51
+    if extra.get("classes"):
+        body["lines"][0]["priority_classes"] = [f"class-{i}" for i in range(extra["classes"])]
+    if extra.get("decisions"):
+        body = {"decisions": [{"line": i, "guarantee": "1", "cap": "1"} for i in range(51)]}
+    token = world["tokens"]["admin" if "approve" in path else "lead-c"]
+    response = api_client(token).post("/api/v1/" + path.format(**world["ids"]), body, format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["extra"]["field"].startswith(field), response.json()
+
+
+def test_a_body_past_the_api_limit_is_refused_unread(world, settings):
+    settings.API_MAX_BODY_BYTES = 4096
+    body = {**request_body(), "justification": "x" * 5000}
+    response = api_client(world["tokens"]["lead-c"]).post("/api/v1/requests/", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["extra"] == {"field": "body", "code": "too_large"}
+    assert "4096 bytes" in response.json()["message"]

@@ -1,5 +1,7 @@
-"""Login lockout (django-axes): repeated failures lock a user name and an address, for the
-portal's login and the Django admin's alike, until the cool-off ends or an admin unlocks."""
+"""Login lockout (django-axes and portal.lockout): repeated failures lock the pair of user name
+and address; many more lock a user name across addresses, or an address across user names,
+except where that user has signed in before. For the portal's login and the Django admin's
+alike, until the cool-off ends or an admin unlocks."""
 
 from datetime import timedelta
 
@@ -45,23 +47,47 @@ def test_below_the_limit_the_right_password_logs_in_and_resets_the_count(lead_a)
     assert AccessAttempt.objects.filter(username="lead-a").count() == 0
 
 
-def test_failures_from_many_addresses_lock_the_user_name(lead_a):
-    for i in range(10):
-        login(Client(), "lead-a", "wrong", address=f"10.0.1.{i}")
+def test_nobody_elsewhere_can_lock_a_user_out(lead_a, admin):
+    for _ in range(10):
+        login(Client(), "lead-a", "wrong", address="10.0.1.1")
+    # The pair is locked ...
+    assert login(Client(), "lead-a", "pw", address="10.0.1.1").status_code == 429
+    # ... not the user name from elsewhere, nor the address for another user.
+    assert login(Client(), "lead-a", "pw", address="10.0.1.2").status_code == 302
+    assert login(Client(), "admin", "pw", address="10.0.1.1").status_code == 302
+
+
+def test_failures_from_many_addresses_lock_the_user_name_where_it_never_signed_in(lead_a, settings):
+    assert login(Client(), "lead-a", "pw", address="10.0.2.250").status_code == 302
+    limit = settings.LOGIN_LOCKOUT_WIDE_FAILURES
+    assert limit > settings.AXES_FAILURE_LIMIT
+    for i in range(limit):
+        login(Client(), "lead-a", "wrong", address=f"10.0.{3 + i // 200}.{i % 200}")
     response = login(Client(), "lead-a", "pw", address="10.0.2.1")
     assert response.status_code == 429
+    assert 'data-testid="locked-out"' in response.content.decode()
+    # Where lead-a signed in before, lead-a still gets in.
+    assert login(Client(), "lead-a", "pw", address="10.0.2.250").status_code == 302
 
 
-def test_failures_for_many_names_lock_the_address(lead_a):
-    for i in range(10):
+def test_failures_for_many_names_lock_the_address_for_users_new_to_it(lead_a, admin, settings):
+    assert login(Client(), "admin", "pw", address="10.0.3.1").status_code == 302
+    for i in range(settings.LOGIN_LOCKOUT_WIDE_FAILURES):
         login(Client(), f"guess-{i}", "wrong", address="10.0.3.1")
     assert login(Client(), "lead-a", "pw", address="10.0.3.1").status_code == 429
-    # Another address is not locked.
+    # Another address is not locked, nor a user who signed in from this one before.
     assert login(Client(), "lead-a", "pw", address="10.0.3.2").status_code == 302
+    assert login(Client(), "admin", "pw", address="10.0.3.1").status_code == 302
 
 
-def test_a_forged_forwarded_for_header_does_not_dodge_the_address_lock(lead_a):
-    for i in range(10):
+def test_below_the_wide_limit_nothing_is_locked_but_the_pairs(lead_a, settings):
+    for i in range(settings.LOGIN_LOCKOUT_WIDE_FAILURES - 1):
+        login(Client(), "lead-a", "wrong", address=f"10.0.5.{i % 200}")
+    assert login(Client(), "lead-a", "pw", address="10.0.6.1").status_code == 302
+
+
+def test_a_forged_forwarded_for_header_does_not_dodge_the_address_lock(lead_a, settings):
+    for i in range(settings.LOGIN_LOCKOUT_WIDE_FAILURES):
         Client().post(
             "/login/",
             {"username": f"guess-{i}", "password": "wrong"},
@@ -82,7 +108,10 @@ def test_the_django_admin_login_is_locked_too(admin):
         login(Client(), "admin", "wrong", url="/admin/login/")
     response = login(Client(), "admin", "pw", url="/admin/login/")
     assert response.status_code == 429
-    assert login(Client(), "admin", "pw", address="10.9.9.9").status_code == 429
+    # Only that pair: the admin gets in from elsewhere.
+    assert (
+        login(Client(), "admin", "pw", address="10.9.9.9", url="/admin/login/").status_code == 302
+    )
 
 
 def test_the_lock_ends_after_the_cool_off(lead_a, settings):
@@ -121,15 +150,17 @@ def test_lockout_settings_come_from_the_environment():
 
     code = (
         "import django,os;django.setup();from django.conf import settings as s;"
-        "print(s.AXES_FAILURE_LIMIT, int(s.AXES_COOLOFF_TIME.total_seconds()), s.AXES_ENABLED)"
+        "print(s.AXES_FAILURE_LIMIT, int(s.AXES_COOLOFF_TIME.total_seconds()), s.AXES_ENABLED,"
+        " s.LOGIN_LOCKOUT_WIDE_FAILURES)"
     )
     env = {
         **__import__("os").environ,
         "DJANGO_SETTINGS_MODULE": "portal.settings",
         "LOGIN_LOCKOUT_FAILURES": "4",
         "LOGIN_LOCKOUT_MINUTES": "2",
+        "LOGIN_LOCKOUT_WIDE_FAILURES": "40",
     }
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout.split()
-    assert out == ["4", "120", "True"]
+    assert out == ["4", "120", "True", "40"]

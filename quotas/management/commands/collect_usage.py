@@ -10,17 +10,21 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.utils.dateparse import parse_date, parse_datetime
+from django.utils.dateparse import parse_datetime
 
+from common.dates import day_or_none
 from quotas.models import Cluster
 from quotas.usage.collect import usage_backfill, usage_collect
 from quotas.usage.prometheus import PrometheusError
 
 
 def parse_when(value: str, option: str) -> datetime:
-    when = parse_datetime(value)
+    try:
+        when = parse_datetime(value)
+    except ValueError:  # well formed, but no such day or time
+        when = None
     if when is None:
-        day = parse_date(value)
+        day = day_or_none(value)
         if day is None:
             raise CommandError(f"{option}: {value!r} is not an ISO 8601 date or time")
         when = datetime.combine(day, time.min)

@@ -5,9 +5,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from common.amounts import format_amount
+from common.dates import parse_month
 from common.errors import ValidationFailed
 from quotas.models import Cluster, Suggestion
-from quotas.usage.suggestions import parse_month, previous_month, suggestions_compute
+from quotas.usage.suggestions import previous_month, suggestions_compute
 
 
 class Command(BaseCommand):
