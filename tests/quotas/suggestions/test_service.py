@@ -11,10 +11,11 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from common.dates import parse_month
 from common.errors import ValidationFailed
 from portal.schedules import ensure_default_schedules
 from quotas.models import Suggestion, TeamNamespace
-from quotas.usage.suggestions import parse_month, previous_month, suggestions_compute
+from quotas.usage.suggestions import previous_month, suggestions_compute
 
 from .conftest import JUNE, rollup
 
