@@ -1,6 +1,6 @@
 """ValidatingAdmissionPolicies enforced as kube-apiserver enforces them: which policy and binding
 match a request, their CEL evaluated with the sandbox's CEL environment (``celrules``), and the
-answer: a denial worded and coded as upstream, ``Warning`` headers, or audit records.
+answer: a denial worded and coded as upstream, or ``Warning`` headers.
 
 Follows kube-apiserver's ``ValidatingAdmissionPolicy`` admission plugin (k8s.io/apiserver
 ``pkg/admission/plugin/policy/{validating,generic,matching}``):
@@ -10,18 +10,19 @@ Follows kube-apiserver's ``ValidatingAdmissionPolicy`` admission plugin (k8s.io/
   excludeResourceRules, resourceNames, scope, matchPolicy ``Equivalent``, namespaceSelector,
   objectSelector) both have to match; requests for admission-registration objects are exempt;
 - then ``matchConditions``; then every validation, with ``object``, ``oldObject``, ``request``,
-  ``namespaceObject``, ``params`` and ``variables`` (``spec.variables``, evaluated lazily and at
-  most once per binding and request);
+  ``namespaceObject`` and ``variables`` (``spec.variables``, evaluated lazily and at most once
+  per binding and request);
 - a failed validation is handled per ``validationActions``: ``Deny`` answers with the first
   denial (reason from the validation, default ``Invalid``: 422; ``Forbidden``: 403), ``Warn``
-  adds a ``Warning``, ``Audit`` records an audit annotation (:attr:`AdmissionPolicies.audit_log`);
-- an expression that fails to evaluate, or a binding that cannot be set up (e.g. no params with
-  ``parameterNotFoundAction: Deny``), denies under ``failurePolicy: Fail`` and is ignored under
-  ``Ignore``.
+  adds a ``Warning``;
+- an expression that fails to evaluate, or a selector that cannot be read, denies under
+  ``failurePolicy: Fail`` and is ignored under ``Ignore``.
 
-``paramKind``/``paramRef`` work for the kinds the sandbox serves (a ConfigMap, say). Not
-supported: the ``authorizer`` variable (an expression using it does not compile here) and the
-runtime cost budget. ``request.userInfo`` is the sandbox's one user, a cluster admin.
+Not imitated (the portal's policies use none of it; a policy or binding that does is refused
+on write, see ``core_validation``): parameter resources (``paramKind``/``paramRef``), the
+``Audit`` action and ``auditAnnotations``, the ``authorizer`` variable (an expression using it
+does not compile here) and the runtime cost budget. ``request.userInfo`` is the sandbox's one
+user, a cluster admin.
 
 Policies are compiled once per resourceVersion; a request no policy matches costs a scan of
 the bindings.
@@ -29,9 +30,7 @@ the bindings.
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,11 +63,8 @@ _EXEMPT = frozenset(
         "mutatingwebhookconfigurations",
     }
 )
-VALIDATION_FAILURE_ANNOTATION = "validation.policy.admission.k8s.io/validation_failure"
 _MAX_MESSAGE_BYTES = 5 * 1024  # celconfig.MaxEvaluatedMessageExpressionSizeBytes
-_MAX_AUDIT_VALUE = 10 * 1024
 _REASON_CODES = {"Forbidden": 403, "Unauthorized": 401, "RequestEntityTooLarge": 413}
-AUDIT_LOG_LIMIT = 1000
 USER_INFO = {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]}
 
 
@@ -148,7 +144,6 @@ class _CompiledPolicy:
     variables: dict[str, _Expression]
     match_conditions: list[tuple[str, _Expression]]
     validations: list[tuple[dict[str, Any], _Expression, _Expression | None]]
-    audit_annotations: list[tuple[str, _Expression]]
 
 
 def _compile_policy(policy: dict[str, Any]) -> _CompiledPolicy:
@@ -173,10 +168,6 @@ def _compile_policy(policy: dict[str, Any]) -> _CompiledPolicy:
                 _expression(v["messageExpression"]) if v.get("messageExpression") else None,
             )
             for v in spec.get("validations") or []
-        ],
-        audit_annotations=[
-            (a.get("key", ""), _expression(a.get("valueExpression", "")))
-            for a in spec.get("auditAnnotations") or []
         ],
     )
 
@@ -249,7 +240,6 @@ class _Decision:
     deny: bool
     message: str = ""
     reason: str = ""
-    index: int = 0
 
 
 @dataclass
@@ -264,7 +254,6 @@ class _Denial:
 class _Outcome:
     denials: list[_Denial] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    annotations: dict[str, str] = field(default_factory=dict)
 
 
 class AdmissionPolicies:
@@ -275,8 +264,6 @@ class AdmissionPolicies:
         self.discovery = discovery
         self._compiled: dict[str, _CompiledPolicy] = {}
         self.compilations = 0  # how many times a policy was compiled (tests check the cache)
-        # Audit annotations of admitted and denied requests, newest last (bounded).
-        self.audit_log: deque[dict[str, Any]] = deque(maxlen=AUDIT_LOG_LIMIT)
 
     # -- entry point -----------------------------------------------------------------------
 
@@ -299,19 +286,6 @@ class AdmissionPolicies:
                 continue  # a binding to a policy that does not exist does nothing
             self._admit_policy(request, self._compile(policy), by_policy[policy_name], outcome)
         warnings.extend(outcome.warnings)
-        if outcome.annotations:
-            self.audit_log.append(
-                {
-                    "operation": request.operation,
-                    "resource": info.plural,
-                    "group": info.group,
-                    "subresource": request.subresource,
-                    "namespace": request.namespace,
-                    "name": request.name,
-                    "dryRun": request.dry_run,
-                    "annotations": dict(outcome.annotations),
-                }
-            )
         if outcome.denials:
             raise self._denial_error(request, outcome.denials)
 
@@ -356,8 +330,7 @@ class AdmissionPolicies:
             return
         if matched is None:
             return
-        kind_version = matched
-        published: dict[str, list[str]] = {}
+        activation = self._activation(request, matched)
         for binding in sorted(bindings, key=lambda b: b["metadata"]["name"]):
             binding_name = binding["metadata"]["name"]
             binding_spec = binding.get("spec") or {}
@@ -365,47 +338,25 @@ class AdmissionPolicies:
             try:
                 if match_resources is not None and self._matches(request, match_resources) is None:
                     continue
-                params = self._params(spec.get("paramKind"), binding_spec.get("paramRef"), request)
-            except (SelectorError, _ParamError) as exc:
+            except SelectorError as exc:
                 config_error(str(exc), binding_name)
                 continue
-            activation_base = self._activation(request, kind_version)
+            # Variables are evaluated at most once per binding and request.
+            bound = dict(activation)
+            bound["variables"] = _LazyVariables(compiled.variables, bound)
             actions = binding_spec.get("validationActions") or []
-            for param in params:
-                activation = {**activation_base, "params": to_cel(param)}
-                activation["variables"] = _LazyVariables(compiled.variables, activation)
-                for decision in self._validate(compiled, activation, fail):
-                    if not decision.deny:
-                        continue
-                    for action in actions:
-                        if action == "Deny":
-                            denial = _Denial(
-                                policy_name, binding_name, decision.message, decision.reason
-                            )
-                            outcome.denials.append(denial)
-                        elif action == "Warn":
-                            outcome.warnings.append(
-                                f"Validation failed for ValidatingAdmissionPolicy '{policy_name}' "
-                                f"with binding '{binding_name}': {decision.message}"
-                            )
-                        elif action == "Audit":
-                            outcome.annotations[VALIDATION_FAILURE_ANNOTATION] = json.dumps(
-                                [
-                                    {
-                                        "message": decision.message,
-                                        "policy": policy_name,
-                                        "binding": binding_name,
-                                        "expressionIndex": decision.index,
-                                        "validationActions": actions,
-                                    }
-                                ],
-                                separators=(",", ":"),
-                            )
-                self._audit_annotations(
-                    compiled, activation, fail, policy_name, binding_name, published, outcome
-                )
-        for key, values in published.items():
-            outcome.annotations[f"{policy_name}/{key}"] = ", ".join(values)
+            for decision in self._validate(compiled, bound, fail):
+                if not decision.deny:
+                    continue
+                if "Deny" in actions:
+                    outcome.denials.append(
+                        _Denial(policy_name, binding_name, decision.message, decision.reason)
+                    )
+                if "Warn" in actions:
+                    outcome.warnings.append(
+                        f"Validation failed for ValidatingAdmissionPolicy '{policy_name}' "
+                        f"with binding '{binding_name}': {decision.message}"
+                    )
 
     def _validate(
         self, compiled: _CompiledPolicy, activation: dict[str, Any], fail: bool
@@ -423,13 +374,13 @@ class AdmissionPolicies:
             message = errors_seen[0] if len(errors_seen) == 1 else f"[{', '.join(errors_seen)}]"
             return [_Decision(True, message)]
         decisions = []
-        for index, (validation, expression, message_expression) in enumerate(compiled.validations):
+        for validation, expression, message_expression in compiled.validations:
             value, error = _run(expression, activation)
             if error:
-                decisions.append(_Decision(fail, error, index=index))
+                decisions.append(_Decision(fail, error))
                 continue
             if _is_true(value):
-                decisions.append(_Decision(False, index=index))
+                decisions.append(_Decision(False))
                 continue
             message = ""
             if message_expression is not None:
@@ -443,34 +394,8 @@ class AdmissionPolicies:
             if not message:
                 message = f"failed expression: {expression.text.strip()}"
             reason = validation.get("reason") or "Invalid"
-            decisions.append(_Decision(True, message, reason, index))
+            decisions.append(_Decision(True, message, reason))
         return decisions
-
-    def _audit_annotations(
-        self,
-        compiled: _CompiledPolicy,
-        activation: dict[str, Any],
-        fail: bool,
-        policy_name: str,
-        binding_name: str,
-        published: dict[str, list[str]],
-        outcome: _Outcome,
-    ) -> None:
-        for key, expression in compiled.audit_annotations:
-            value, error = _run(expression, activation)
-            if error or not (value is None or isinstance(value, str)):
-                if fail:
-                    message = error or (
-                        f"valueExpression '{expression.text}' resulted in unsupported return "
-                        f"type: {type(value).__name__}. Return type must be either string or null."
-                    )
-                    outcome.denials.append(_Denial(policy_name, binding_name, message))
-                continue
-            if value is None or not value.strip():
-                continue
-            text = value.strip()[:_MAX_AUDIT_VALUE]
-            if text not in published.setdefault(key, []):
-                published[key].append(text)
 
     # -- matching --------------------------------------------------------------------------
 
@@ -529,50 +454,6 @@ class AdmissionPolicies:
             and selector_matches(selector, (obj.get("metadata") or {}).get("labels") or {})
             for obj in (request.obj, request.old)
         )
-
-    # -- params ------------------------------------------------------------------------------
-
-    def _params(
-        self,
-        param_kind: dict[str, Any] | None,
-        param_ref: dict[str, Any] | None,
-        request: AdmissionRequest,
-    ) -> list[dict[str, Any] | None]:
-        if not param_kind or not param_ref:
-            return [None]  # no paramKind, or a binding without paramRef: params is null
-        api_version, kind = param_kind.get("apiVersion", ""), param_kind.get("kind", "")
-        resource = self.discovery.by_kind.get((api_version, kind))
-        if resource is None:
-            raise _ParamError(f"paramKind kind `{kind}.{api_version}` not known")
-        namespace = ""
-        if resource.info.namespaced:
-            namespace = param_ref.get("namespace") or request.namespace
-            if not namespace:
-                raise _ParamError(
-                    "cannot use namespaced paramRef in policy binding that matches "
-                    "cluster-scoped resources"
-                )
-        elif param_ref.get("namespace"):
-            raise _ParamError(
-                "paramRef.namespace must not be provided for a cluster-scoped `paramKind`"
-            )
-        found: list[dict[str, Any] | None]
-        if param_ref.get("name"):
-            one = self.store.get(resource.key, namespace, param_ref["name"])
-            found = [one] if one is not None else []
-        else:
-            selector = param_ref.get("selector") or {}
-            found = [
-                obj
-                for _, obj in self.store.items(resource.key, namespace or None)
-                if selector_matches(selector, (obj.get("metadata") or {}).get("labels") or {})
-            ]
-        found = [{**obj, "apiVersion": api_version, "kind": kind} for obj in found if obj]
-        if not found and param_ref.get("parameterNotFoundAction") == "Deny":
-            raise _ParamError(
-                "no params found for policy binding with `Deny` parameterNotFoundAction"
-            )
-        return found
 
     # -- CEL variables -----------------------------------------------------------------------
 
@@ -651,10 +532,6 @@ class AdmissionPolicies:
             f'{qualified} "{name}" is forbidden: {message}',
             details,
         )
-
-
-class _ParamError(ValueError):
-    pass
 
 
 def _namespace_object(namespace: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -18,10 +18,11 @@ from typing import Any
 import yaml
 
 from kubesandbox import apply as ssa
-from kubesandbox import errors
+from kubesandbox import errors, kueue
 from kubesandbox.admission_policies import AdmissionPolicies, AdmissionRequest
 from kubesandbox.celrules import UnevaluatedRule, check_crd_rules
 from kubesandbox.core_validation import (
+    SYSTEM_PRIORITY_CLASSES,
     apply_defaults,
     resized_pod,
     validate_builtin,
@@ -299,12 +300,54 @@ class Api:
             ),
             req.warnings if req is not None else [],
         )
-        if resource.key != ("scheduling.volcano.sh", "queues") or subresource:
+        if subresource:
             return
-        if obj is None:
-            self.queue_webhook.admit_delete(meta.get("name", ""))
+        if resource.key == ("scheduling.volcano.sh", "queues"):
+            if obj is None:
+                self.queue_webhook.admit_delete(meta.get("name", ""))
+            else:
+                self.queue_webhook.admit(obj, old)
+        elif (
+            obj is not None and resource.key[0] == kueue.GROUP and resource.key[1] in kueue.WEBHOOKS
+        ):
+            kueue.admit(resource.info.plural, obj)
+
+    def _admit_priority(self, resource: Resource, obj: dict[str, Any]) -> None:
+        """The Priority admission plugin on a new pod: its priorityClassName (else the global
+        default class, if any) must name a PriorityClass, whose value and preemption policy
+        the pod gets; a pod may not state others."""
+        if resource.info.kind != "Pod" or resource.info.group:
+            return
+        spec = obj.setdefault("spec", {})
+        pod = obj["metadata"].get("name", "")
+        name = spec.get("priorityClassName") or ""
+        classes = ("scheduling.k8s.io", "priorityclasses")
+        if name:
+            found = self.store.get(classes, "", name)
+            if found is None and name in SYSTEM_PRIORITY_CLASSES:
+                found = {"value": SYSTEM_PRIORITY_CLASSES[name]}
+            if found is None:
+                raise _pod_forbidden(pod, f"no PriorityClass with name {name} was found")
         else:
-            self.queue_webhook.admit(obj, old)
+            # The global default with the lowest value, if any, else priority 0.
+            defaults = [c for c in self.store.values(classes) if c.get("globalDefault")]
+            found = min(defaults, key=lambda c: c.get("value", 0), default={"value": 0})
+            if defaults:
+                spec["priorityClassName"] = found["metadata"]["name"]
+        value = found.get("value", 0)
+        policy = found.get("preemptionPolicy", "PreemptLowerPriority")
+        for key, what, computed in (
+            ("priority", "integer value of priority", value),
+            ("preemptionPolicy", "string value of PreemptionPolicy", policy),
+        ):
+            stated = spec.get(key)
+            if stated is not None and stated != computed:
+                raise _pod_forbidden(
+                    pod,
+                    f"the {what} ({stated}) must not be provided in pod spec; priority "
+                    f"admission controller computed {computed} from the given PriorityClass name",
+                )
+            spec[key] = computed
 
     def _manager(self, req: ApiRequest) -> str:
         manager = req.query.get("fieldManager", "")
@@ -459,6 +502,7 @@ class Api:
             obj["status"] = {"phase": "Active"}
         self._defaults(resource, obj)
         self._require_namespace(resource, meta.get("namespace"), meta.get("name") or "")
+        self._admit_priority(resource, obj)
         self._validate(resource, obj)
         self._admit(resource, obj, None, req=req, dry_run=dry_run)
         if self.store.get(resource.key, meta.get("namespace", ""), meta["name"]) is not None:
@@ -953,6 +997,10 @@ def _order_meta(meta: dict[str, Any]) -> dict[str, Any]:
     ordered = {k: meta[k] for k in _META_ORDER if k in meta}
     ordered.update({k: v for k, v in meta.items() if k not in ordered})
     return ordered
+
+
+def _pod_forbidden(pod: str, message: str) -> errors.ApiError:
+    return errors.forbidden(f'pods "{pod}" is forbidden: {message}', {"name": pod, "kind": "pods"})
 
 
 def _conflict_error(exc: ssa.ApplyConflict) -> errors.ApiError:

@@ -6,6 +6,9 @@ The functions of those libraries are added here as far as the served rules and t
 them. An expression that calls a function neither library has does not compile, as on a real API
 server, so a rule is never passed without being evaluated: :func:`crd_rule_inventory` lists every
 rule of the served CRDs with its state, and a test asserts that all of them are evaluated.
+cel-python checks no types; :func:`check_admission_types` does the part kube-apiserver refuses
+a policy for (fields of ``namespaceObject`` and ``request``, undeclared ``params`` and
+``variables``). Compile errors are worded as cel-go's, with line, column and caret.
 
 Rules are compiled once per process (compiling costs ~20 ms, evaluating ~1 ms).
 """
@@ -24,7 +27,7 @@ import lark
 from celpy import celtypes
 
 from kubesandbox.quantity import QuantityError, format_milli, parse_quantity
-from kubesandbox.schemas import FieldError, crd_schemas
+from kubesandbox.schemas import FieldError, bad_value, crd_schemas
 
 # -- the Kubernetes CEL libraries (the parts the served expressions use) ----------------------
 
@@ -200,22 +203,59 @@ class CelCompileError(ValueError):
 
 _env = celpy.Environment()
 _compile_lock = threading.Lock()
+_CONTAINER = " (in container '')"
 
 
-def _called_functions(ast: lark.Tree) -> set[str]:
-    names = set()
-    for node in ast.iter_subtrees():
+def _called_functions(ast: lark.Tree) -> list[lark.Token]:
+    """The name token of every function and method call."""
+    names = []
+    for node in ast.iter_subtrees_topdown():
         if node.data == "member_dot_arg" and len(node.children) >= 2:
-            names.add(str(node.children[1]))
+            names.append(node.children[1])
         elif node.data == "ident_arg" and node.children:
-            names.add(str(node.children[0]))
+            names.append(node.children[0])
     return names
+
+
+# -- cel-go's wording of compile errors ------------------------------------------------------
+
+
+def _offset_after(source: str, token: lark.Token, char: str) -> int:
+    """Where ``char`` follows ``token`` (whitespace skipped); the token's end if it does not."""
+    at = token.end_pos
+    while at < len(source) and source[at].isspace():
+        at += 1
+    return at if source[at : at + 1] == char else token.end_pos
+
+
+def _offset_before(source: str, token: lark.Token, char: str) -> int:
+    """Where ``char`` precedes ``token`` (whitespace skipped); the token's start if it does not."""
+    at = token.start_pos - 1
+    while at >= 0 and source[at].isspace():
+        at -= 1
+    return at if at >= 0 and source[at] == char else token.start_pos
+
+
+def _issues(source: str, issues: list[tuple[int, str]]) -> str:
+    """``compilation failed:`` and one ``ERROR: <input>:line:col: ...`` block per issue, with
+    the line and a caret under the place, as cel-go reports them (in source order)."""
+    blocks = []
+    for offset, message in sorted(issues):
+        line_start = source.rfind("\n", 0, offset) + 1
+        line_end = source.find("\n", offset)
+        text = source[line_start : line_end if line_end >= 0 else len(source)]
+        line, column = source.count("\n", 0, offset) + 1, offset - line_start
+        blocks.append(
+            f"ERROR: <input>:{line}:{column + 1}: {message}\n | {text}\n | {'.' * column}^"
+        )
+    return "compilation failed: " + "\n".join(blocks)
 
 
 @dataclass
 class Compiled:
     expression: str
     program: Any
+    ast: Any = None
 
 
 _compiled_cache: dict[str, Compiled] = {}
@@ -237,17 +277,192 @@ def compile_expression(expression: str) -> Compiled:
         except Exception as exc:  # celpy raises its own parse errors
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CelCompileError(f"compilation failed: Syntax error: {first}") from exc
-        unknown = sorted(_called_functions(ast) - KNOWN_FUNCTIONS)
+        unknown = [
+            (_offset_after(expression, name, "("), f"undeclared reference to '{name}'{_CONTAINER}")
+            for name in _called_functions(ast)
+            if str(name) not in KNOWN_FUNCTIONS
+        ]
         if unknown:
-            raise CelCompileError(
-                "compilation failed: undeclared reference to "
-                + ", ".join(f"'{name}'" for name in unknown)
-            )
-        compiled = Compiled(expression, _env.program(ast, functions=K8S_FUNCTIONS))
+            raise CelCompileError(_issues(expression, unknown))
+        compiled = Compiled(expression, _env.program(ast, functions=K8S_FUNCTIONS), ast)
         if len(_compiled_cache) >= _COMPILED_CACHE_LIMIT:
             _compiled_cache.clear()
         _compiled_cache[expression] = compiled
         return compiled
+
+
+# -- type checking of admission policy expressions -------------------------------------------
+
+
+@dataclass(frozen=True)
+class CelType:
+    """A declared CEL type, as far as field selection needs it."""
+
+    name: str  # as cel-go prints it
+    kind: str = "scalar"  # scalar, object, list, map or dyn
+    fields: tuple[tuple[str, CelType], ...] = ()
+    item: CelType | None = None  # a list's items, a map's values
+
+    def field(self, name: str) -> CelType | None:
+        return dict(self.fields).get(name)
+
+
+def _object(type_name: str, /, **fields: CelType) -> CelType:
+    return CelType(type_name, "object", tuple(fields.items()))
+
+
+def _list(item: CelType) -> CelType:
+    return CelType(f"list({item.name})", "list", item=item)
+
+
+def _map(value: CelType) -> CelType:
+    return CelType(f"map(string, {value.name})", "map", item=value)
+
+
+DYN = CelType("dyn", "dyn")
+_STRING, _INT, _BOOL = CelType("string"), CelType("int"), CelType("bool")
+_TIME = CelType("google.protobuf.Timestamp")
+_STRINGS = _list(_STRING)
+# The types kube-apiserver declares for ``namespaceObject`` and ``request`` (k8s.io/apiserver
+# pkg/admission/plugin/cel/compile.go: BuildNamespaceType, BuildRequestType).
+NAMESPACE_TYPE = _object(
+    "kubernetes.Namespace",
+    metadata=_object(
+        "kubernetes.NamespaceMetadata",
+        name=_STRING,
+        generateName=_STRING,
+        namespace=_STRING,
+        labels=_map(_STRING),
+        annotations=_map(_STRING),
+        UID=_STRING,
+        creationTimestamp=_TIME,
+        deletionGracePeriodSeconds=_INT,
+        deletionTimestamp=_TIME,
+        generation=_INT,
+        resourceVersion=_STRING,
+        finalizers=_STRINGS,
+    ),
+    spec=_object("kubernetes.NamespaceSpec", finalizers=_STRINGS),
+    status=_object(
+        "kubernetes.NamespaceStatus",
+        conditions=_list(
+            _object(
+                "kubernetes.NamespaceCondition",
+                status=_STRING,
+                type=_STRING,
+                lastTransitionTime=_TIME,
+                message=_STRING,
+                reason=_STRING,
+            )
+        ),
+        phase=_STRING,
+    ),
+)
+_GVK = _object("kubernetes.GroupVersionKind", group=_STRING, version=_STRING, kind=_STRING)
+_GVR = _object("kubernetes.GroupVersionResource", group=_STRING, version=_STRING, resource=_STRING)
+REQUEST_TYPE = _object(
+    "kubernetes.AdmissionRequest",
+    kind=_GVK,
+    resource=_GVR,
+    subResource=_STRING,
+    requestKind=_GVK,
+    requestResource=_GVR,
+    requestSubResource=_STRING,
+    name=_STRING,
+    namespace=_STRING,
+    operation=_STRING,
+    userInfo=_object(
+        "kubernetes.UserInfo",
+        username=_STRING,
+        uid=_STRING,
+        groups=_STRINGS,
+        extra=_map(_STRINGS),
+    ),
+    dryRun=_BOOL,
+    options=DYN,
+)
+
+
+def admission_variables(
+    *, params: bool, variables: tuple[str, ...] | None
+) -> dict[str, CelType | None]:
+    """What an admission policy expression may name: ``object``, ``oldObject`` and ``params``
+    untyped, ``namespaceObject`` and ``request`` typed; ``params`` only with a ``paramKind``,
+    ``variables`` (of these names) only in a policy that has some. None: undeclared."""
+    return {
+        "object": DYN,
+        "oldObject": DYN,
+        "namespaceObject": NAMESPACE_TYPE,
+        "request": REQUEST_TYPE,
+        "params": DYN if params else None,
+        "variables": (
+            None
+            if variables is None
+            else _object("kubernetes.variables", **dict.fromkeys(variables, DYN))
+        ),
+    }
+
+
+def check_admission_types(expression: str, declared: dict[str, CelType | None]) -> None:
+    """Raise :class:`CelCompileError` where ``expression`` selects a field its typed variables
+    do not have, or names an undeclared one, as kube-apiserver refuses such a policy at
+    write time. Variables a macro binds (``c`` in ``all(c, ...)``) are not followed."""
+    compiled = compile_expression(expression)
+    issues: list[tuple[int, str]] = []
+    has_at: dict[int, int] = {}  # id of the selection inside has(): the offset of its "("
+    for node in compiled.ast.iter_subtrees():
+        if node.data == "ident_arg" and str(node.children[0]) == "has" and len(node.children) > 1:
+            inner = _single_chain(node.children[1])
+            if inner is not None and inner.data == "member_dot":
+                has_at[id(inner)] = _offset_after(expression, node.children[0], "(")
+        elif node.data == "ident" and declared.get(str(node.children[0]), DYN) is None:
+            token = node.children[0]
+            issues.append((token.start_pos, f"undeclared reference to '{token}'{_CONTAINER}"))
+    seen: dict[int, CelType | None] = {}
+
+    def type_of(node: Any) -> CelType | None:
+        if not isinstance(node, lark.Tree):
+            return None
+        if id(node) in seen:
+            return seen[id(node)]
+        found: CelType | None = None
+        if node.data == "ident":
+            found = declared.get(str(node.children[0]))
+        elif node.data == "member_dot":
+            base, name = type_of(node.children[0]), node.children[1]
+            at = has_at.get(id(node), _offset_before(expression, name, "."))
+            if base is None or base.kind == "dyn":
+                found = None
+            elif base.kind == "object":
+                found = base.field(str(name))
+                if found is None:
+                    issues.append((at, f"undefined field '{name}'"))
+            elif base.kind == "map":
+                found = base.item
+            else:
+                issues.append((at, f"type '{base.name}' does not support field selection"))
+        elif node.data == "member_index":
+            base = type_of(node.children[0])
+            found = base.item if base is not None and base.kind in ("list", "map") else None
+        elif len(node.children) == 1:
+            found = type_of(node.children[0])
+        seen[id(node)] = found
+        return found
+
+    for node in compiled.ast.iter_subtrees():
+        type_of(node)
+    if issues:
+        raise CelCompileError(_issues(expression, issues))
+
+
+def _single_chain(node: Any) -> lark.Tree | None:
+    """The first node below ``node`` that is not a mere wrapper of one child."""
+    while isinstance(node, lark.Tree) and len(node.children) == 1:
+        child = node.children[0]
+        if not isinstance(child, lark.Tree):
+            return node
+        node = child
+    return node if isinstance(node, lark.Tree) else None
 
 
 def to_cel(value: Any) -> Any:
@@ -483,16 +698,20 @@ def check_crd_rules(
             path = _render(where)
             if rule.field_path:
                 path = path + rule.field_path
+            node_type = (node_schema or {}).get("type", rule.node_type)
             try:
                 passed = evaluate(rule.compiled, activation)
             except CelEvalError as exc:
+                shown = rule.message.strip() or rule.rule.strip()
                 errors.append(
-                    FieldError(path, f'Invalid value: "{rule.node_type}": {rule.rule}: {exc}')
+                    FieldError(
+                        path, f'Invalid value: "{node_type}": {exc} evaluating rule: {shown}'
+                    )
                 )
                 continue
             if passed is True or passed == celtypes.BoolType(True):
                 continue
-            message = rule.message or f"failed rule: {rule.rule}"
+            message = rule.message.strip() or f"failed rule: {rule.rule.strip()}"
             if rule.compiled_message is not None:
                 try:
                     rendered = evaluate(rule.compiled_message, activation)
@@ -500,9 +719,21 @@ def check_crd_rules(
                         message = str(rendered)
                 except CelEvalError:
                     pass
-            node_type = (node_schema or {}).get("type", rule.node_type)
-            errors.append(FieldError(path, f'Invalid value: "{node_type}": {message}'))
+            errors.append(FieldError(path, _rule_failure(rule.reason, node_type, value, message)))
     return errors
+
+
+def _rule_failure(reason: str, node_type: str, value: Any, message: str) -> str:
+    """A failed rule as apiextensions-apiserver words it: by the rule's ``reason``, with the
+    value shown unless it is an object or a list."""
+    if reason == "FieldValueForbidden":
+        return f"Forbidden: {message}"
+    if reason == "FieldValueRequired":
+        return f"Required value: {message}"
+    kind = "Duplicate value" if reason == "FieldValueDuplicate" else "Invalid value"
+    if node_type not in ("object", "array"):
+        kind = f"{kind}: {bad_value(value)}"
+    return kind if reason == "FieldValueDuplicate" else f"{kind}: {message}"
 
 
 def _schema_at(schema: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any] | None:

@@ -1,10 +1,12 @@
 """Kubernetes' own validation beyond the OpenAPI schemas, for the built-in kinds the portal writes.
 
 What kube-apiserver's ``pkg/apis/*/validation`` packages check on create and update: resource
-names and quantities of ResourceQuotas and LimitRanges, scopes and scope selectors, PriorityClass
+names and quantities of ResourceQuotas, LimitRanges and the containers of Pods (extended
+resources whole, with a limit their request equals), scopes and scope selectors, PriorityClass
 value range and immutable fields, ConfigMap keys, and ValidatingAdmissionPolicy(Binding) specs
-(their CEL expressions must compile). Also the defaults the API server fills in before it
-validates. Messages follow the API server's wording; each error is a :class:`FieldError`.
+(their CEL expressions must compile and select only fields ``namespaceObject`` and ``request``
+have). Also the defaults the API server fills in before it validates (a container's requests
+from its limits). Messages follow the API server's wording; each error is a :class:`FieldError`.
 """
 
 from __future__ import annotations
@@ -14,9 +16,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from kubesandbox.celrules import CelCompileError, compile_expression
-from kubesandbox.quantity import QuantityError, parse_quantity
-from kubesandbox.schemas import FieldError, qualified_name_error
+from kubesandbox.celrules import (
+    CelCompileError,
+    CelType,
+    admission_variables,
+    check_admission_types,
+)
+from kubesandbox.quantity import QuantityError, parse_quantity, quantity_or_none
+from kubesandbox.schemas import FieldError, bad_value, qualified_name_error
 
 IS_NEGATIVE = "must be greater than or equal to 0"
 NOT_INTEGER = "must be an integer"
@@ -116,7 +123,7 @@ def is_integer_resource(name: str) -> bool:
 
 
 def _invalid(path: str, value: Any, detail: str) -> FieldError:
-    return FieldError(path, f'Invalid value: "{value}": {detail}')
+    return FieldError(path, f"Invalid value: {bad_value(str(value))}: {detail}")
 
 
 def _resource_name_errors(name: str, path: str) -> list[FieldError]:
@@ -556,7 +563,9 @@ def _config_map_errors(obj: dict[str, Any], old: dict[str, Any] | None) -> list[
 
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_EXCLUSIVE = "Forbidden: name and selector are mutually exclusive"
+# What the sandbox refuses rather than pass unjudged: parts of admission policies it does not
+# imitate (the real API server does; the portal renders none of them).
+NOT_IMITATED = "Forbidden: not imitated by the sandbox (the portal's policies do not use it)"
 _CEL_IDENT = re.compile(r"^[_a-zA-Z][_a-zA-Z0-9]*$")
 _CEL_RESERVED = frozenset(
     {
@@ -567,12 +576,14 @@ _CEL_RESERVED = frozenset(
 )
 
 
-def _expression_errors(expression: Any, path: str, required: str = "") -> list[FieldError]:
+def _expression_errors(
+    expression: Any, path: str, declared: dict[str, CelType | None], required: str = ""
+) -> list[FieldError]:
     text = expression.strip() if isinstance(expression, str) else ""
     if not text:
         return [FieldError(path, "Required value" + (f": {required}" if required else ""))]
     try:
-        compile_expression(text)
+        check_admission_types(expression, declared)
     except CelCompileError as exc:
         return [_invalid(path, expression, str(exc))]
     return []
@@ -629,9 +640,7 @@ def _policy_errors(obj: dict[str, Any], old: dict[str, Any] | None) -> list[Fiel
         )
     param_kind = spec.get("paramKind")
     if param_kind is not None:
-        for key in ("apiVersion", "kind"):
-            if not param_kind.get(key):
-                errors.append(FieldError(f"spec.paramKind.{key}", "Required value"))
+        errors.append(FieldError("spec.paramKind", NOT_IMITATED))
     constraints = spec.get("matchConstraints")
     if constraints is None:
         errors.append(FieldError("spec.matchConstraints", "Required value"))
@@ -639,10 +648,13 @@ def _policy_errors(obj: dict[str, Any], old: dict[str, Any] | None) -> list[Fiel
         errors += _match_resources_errors(constraints, "spec.matchConstraints")
         if not constraints.get("resourceRules"):
             errors.append(FieldError("spec.matchConstraints.resourceRules", "Required value"))
+    has_params = param_kind is not None
+    defined = tuple(v.get("name") or "" for v in spec.get("variables") or [])
+    declared = admission_variables(params=has_params, variables=defined or None)
     names: set[str] = set()
     for i, condition in enumerate(spec.get("matchConditions") or []):
         base = f"spec.matchConditions[{i}]"
-        errors += _expression_errors(condition.get("expression"), f"{base}.expression")
+        errors += _expression_errors(condition.get("expression"), f"{base}.expression", declared)
         name = condition.get("name") or ""
         if not name:
             errors.append(FieldError(f"{base}.name", "Required value"))
@@ -658,8 +670,10 @@ def _policy_errors(obj: dict[str, Any], old: dict[str, Any] | None) -> list[Fiel
             errors.append(FieldError(f"{base}.name", "Required value: name is not specified"))
         elif not _CEL_IDENT.match(name) or name in _CEL_RESERVED:
             errors.append(_invalid(f"{base}.name", name, "name is not a valid CEL identifier"))
+        # A variable sees the ones defined before it.
+        earlier = admission_variables(params=has_params, variables=defined[:i])
         errors += _expression_errors(
-            variable.get("expression"), f"{base}.expression", "expression is not specified"
+            variable.get("expression"), f"{base}.expression", earlier, "expression is not specified"
         )
     validations = spec.get("validations") or []
     audits = spec.get("auditAnnotations") or []
@@ -670,7 +684,10 @@ def _policy_errors(obj: dict[str, Any], old: dict[str, Any] | None) -> list[Fiel
     for i, validation in enumerate(validations):
         base = f"spec.validations[{i}]"
         errors += _expression_errors(
-            validation.get("expression"), f"{base}.expression", "expression is not specified"
+            validation.get("expression"),
+            f"{base}.expression",
+            declared,
+            "expression is not specified",
         )
         message_expression = validation.get("messageExpression")
         if message_expression is not None:
@@ -683,7 +700,9 @@ def _policy_errors(obj: dict[str, Any], old: dict[str, Any] | None) -> list[Fiel
                     )
                 )
             else:
-                errors += _expression_errors(message_expression, f"{base}.messageExpression")
+                errors += _expression_errors(
+                    message_expression, f"{base}.messageExpression", declared
+                )
         message = validation.get("message")
         if message is not None:
             if message and not message.strip():
@@ -704,13 +723,8 @@ def _policy_errors(obj: dict[str, Any], old: dict[str, Any] | None) -> list[Fiel
                     + ", ".join(f'"{s}"' for s in supported),
                 )
             )
-    for i, audit in enumerate(audits):
-        base = f"spec.auditAnnotations[{i}]"
-        errors += _expression_errors(
-            audit.get("valueExpression"),
-            f"{base}.valueExpression",
-            "valueExpression is not specified",
-        )
+    if audits:
+        errors.append(FieldError("spec.auditAnnotations", NOT_IMITATED))
     return errors
 
 
@@ -729,28 +743,8 @@ def _binding_errors(obj: dict[str, Any], old: dict[str, Any] | None) -> list[Fie
                 "characters, '-' or '.', and must start and end with an alphanumeric character",
             )
         )
-    param_ref = spec.get("paramRef")
-    if param_ref is not None:
-        has_name, has_selector = bool(param_ref.get("name")), param_ref.get("selector") is not None
-        if has_name and has_selector:
-            errors.append(FieldError("spec.paramRef.name", _EXCLUSIVE))
-            errors.append(FieldError("spec.paramRef.selector", _EXCLUSIVE))
-        if not has_name and not has_selector:
-            errors.append(
-                FieldError(
-                    "spec.paramRef", "Required value: one of name or selector must be specified"
-                )
-            )
-        action = param_ref.get("parameterNotFoundAction")
-        if not action:
-            errors.append(FieldError("spec.paramRef.parameterNotFoundAction", "Required value"))
-        elif action not in ("Allow", "Deny"):
-            errors.append(
-                FieldError(
-                    "spec.paramRef.parameterNotFoundAction",
-                    f'Unsupported value: "{action}": supported values: "Deny", "Allow"',
-                )
-            )
+    if spec.get("paramRef") is not None:
+        errors.append(FieldError("spec.paramRef", NOT_IMITATED))
     errors += _match_resources_errors(spec.get("matchResources"), "spec.matchResources")
     actions = spec.get("validationActions") or []
     seen: set[str] = set()
@@ -763,6 +757,8 @@ def _binding_errors(obj: dict[str, Any], old: dict[str, Any] | None) -> list[Fie
                     f'Unsupported value: "{action}": supported values: "Audit", "Deny", "Warn"',
                 )
             )
+        elif action == "Audit":
+            errors.append(FieldError(path, NOT_IMITATED))
         if action in seen:
             errors.append(FieldError(path, f'Duplicate value: "{action}"'))
         seen.add(action)
@@ -808,6 +804,69 @@ def binding_defaults(obj: dict[str, Any]) -> None:
     spec = obj.get("spec")
     if isinstance(spec, dict):
         _match_defaults(spec.get("matchResources"))
+
+
+# -- Pod --------------------------------------------------------------------------------------
+
+
+def _containers(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    spec = obj.get("spec") or {}
+    return [
+        (f"spec.{section}[{i}]", container)
+        for section in ("initContainers", "containers")
+        for i, container in enumerate(spec.get(section) or [])
+        if isinstance(container, dict)
+    ]
+
+
+def pod_defaults(obj: dict[str, Any]) -> None:
+    """A container's requests default to its limits, resource by resource."""
+    for _, container in _containers(obj):
+        resources = container.get("resources") or {}
+        limits = resources.get("limits") or {}
+        if limits:
+            resources["requests"] = {**limits, **(resources.get("requests") or {})}
+
+
+def _is_overcommitable(name: str) -> bool:
+    return is_native(name) and not name.startswith("hugepages-")
+
+
+def _pod_errors(obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+    """The containers' resources (``validateResourceRequirements``): names and quantities,
+    requests within limits, and for extended resources (which cannot be overcommitted) a limit
+    that the request equals."""
+    errors: list[FieldError] = []
+    for base, container in _containers(obj):
+        resources = container.get("resources") or {}
+        limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+        for section, values in (("limits", limits), ("requests", requests)):
+            for name, value in values.items():
+                path = f"{base}.resources.{section}[{name}]"
+                errors += _container_resource_name_errors(name, path)
+                errors += quantity_value_errors(name, value, path)
+        for name, value in requests.items():
+            path = f"{base}.resources"
+            if name not in limits:
+                if not _is_overcommitable(name):
+                    errors.append(
+                        FieldError(
+                            f"{path}.limits",
+                            "Required value: Limit must be set for non overcommitable resources",
+                        )
+                    )
+                continue
+            request, limit = quantity_or_none(value), quantity_or_none(limits[name])
+            if request is None or limit is None:
+                continue
+            if request != limit and not _is_overcommitable(name):
+                detail = f"must be equal to {name} limit of {limits[name]}"
+            elif request > limit:
+                detail = f"must be less than or equal to {name} limit of {limits[name]}"
+            else:
+                continue
+            errors.append(_invalid(f"{path}.requests", value, detail))
+    return errors
 
 
 # -- Pod in-place resize (pods/resize) -----------------------------------------------------------
@@ -864,12 +923,14 @@ _CHECKS: dict[tuple[str, str], Check] = {
     ("v1", "ResourceQuota"): _quota_errors,
     ("v1", "LimitRange"): _limit_range_errors,
     ("v1", "ConfigMap"): _config_map_errors,
+    ("v1", "Pod"): _pod_errors,
     ("scheduling.k8s.io/v1", "PriorityClass"): _priority_class_errors,
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): _policy_errors,
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): _binding_errors,
 }
 _DEFAULTS: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
     ("v1", "LimitRange"): limit_range_defaults,
+    ("v1", "Pod"): pod_defaults,
     ("scheduling.k8s.io/v1", "PriorityClass"): priority_class_defaults,
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): policy_defaults,
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): binding_defaults,

@@ -173,11 +173,6 @@ class Stats:
         with self._lock:
             return list(self.write_log)
 
-    @property
-    def total_requests(self) -> int:
-        with self._lock:
-            return sum(self.requests.values())
-
     def reset(self) -> None:
         with self._lock:
             self.requests.clear()

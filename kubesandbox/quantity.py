@@ -60,11 +60,6 @@ def quantity_or_none(value: Any) -> Fraction | None:
         return None
 
 
-def show(value: Any) -> str:
-    """How a quantity appears in an error message (as it was written)."""
-    return str(value)
-
-
 def format_milli(value: Fraction) -> str:
     """A value as a canonical-enough quantity string (whole units or milli-units)."""
     if value.denominator == 1:

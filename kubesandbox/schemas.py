@@ -58,6 +58,18 @@ class FieldError(NamedTuple):
     message: str
 
 
+def bad_value(value: Any) -> str:
+    """A value as an API server error shows it: strings quoted as Go's ``%q``, numbers and
+    booleans bare, anything else as JSON."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, separators=(",", ":"))
+
+
 @dataclass(frozen=True)
 class KindInfo:
     """What the API knows of one kind in one group-version."""

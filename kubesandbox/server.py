@@ -279,9 +279,6 @@ class _Handler(BaseHTTPRequestHandler):
                     "faults": [r.to_json() for r in sandbox.faults.rules],
                 },
             )
-        if path == "/sandbox/audit" and method == "GET":
-            # Audit annotations of admission policies (validationActions Audit, auditAnnotations).
-            return _Answer(200, {"events": sandbox.admission_audit})
         if path == "/sandbox/stats/reset" and method == "POST":
             sandbox.stats.reset()
             return _Answer(200, sandbox.stats.as_dict())
@@ -632,18 +629,10 @@ class SandboxServer:
         """Every persisted write since the last stats reset, in order."""
         return self.stats.writes_in_order()
 
-    @property
-    def admission_audit(self) -> list[dict[str, Any]]:
-        """Audit annotations the admission policies recorded, oldest first."""
-        with self.store.lock:
-            return list(self.api.admission_policies.audit_log)
-
     def reset(self) -> None:
-        """Empty the store (the default namespaces come back), the stats, the faults and the
-        admission audit log."""
+        """Empty the store (the default namespaces come back), the stats and the faults."""
         with self.store.lock:
             self.store.clear()
-            self.api.admission_policies.audit_log.clear()
             self.api.ensure_default_namespaces()
         self.stats.reset()
         self.faults.clear()
@@ -691,10 +680,3 @@ class SandboxServer:
         resource = self.discovery.by_kind[(api_version, kind)]
         with self.store.lock:
             return self.store.get(resource.key, namespace or "", name)
-
-    def list_objects(
-        self, api_version: str, kind: str, namespace: str | None = None
-    ) -> list[dict[str, Any]]:
-        resource = self.discovery.by_kind[(api_version, kind)]
-        with self.store.lock:
-            return [obj for _, obj in self.store.items(resource.key, namespace)]

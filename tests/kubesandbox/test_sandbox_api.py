@@ -539,7 +539,7 @@ def test_pods_with_status_and_field_selectors(http: Http) -> None:
             "metadata": {"name": name, "labels": {"gpu": "yes"}},
             "spec": {
                 "containers": [
-                    {"name": "c", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "1"}}}
+                    {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
                 ]
             },
             "status": {"phase": phase},

@@ -252,7 +252,7 @@ def test_pods_for_usage(kube_client: k8s.ApiClient) -> None:
                         k8s.V1Container(
                             name="main",
                             image="trainer",
-                            resources=k8s.V1ResourceRequirements(requests={"nvidia.com/gpu": "2"}),
+                            resources=k8s.V1ResourceRequirements(limits={"nvidia.com/gpu": "2"}),
                         )
                     ]
                 ),
@@ -261,6 +261,7 @@ def test_pods_for_usage(kube_client: k8s.ApiClient) -> None:
         )
     running = core.list_pod_for_all_namespaces(field_selector="status.phase=Running")
     assert [p.metadata.name for p in running.items] == ["a"]
+    # Requests default to the limits, as on a real API server.
     assert running.items[0].spec.containers[0].resources.requests == {"nvidia.com/gpu": "2"}
 
 

@@ -45,11 +45,12 @@ def test_usage_now_counts_running_and_pending_pods(kube_sandbox, alloc_a):
     Cluster.objects.filter(pk=ns.cluster_id).update(sandbox_url=kube_sandbox.url)
     kube = KubeClient.for_url(kube_sandbox.url)
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns.name}})
+    # An API server refuses a GPU request without the same limit (GPUs are not overcommitted).
     for obj in (
-        pod("train-1", "Running", ({"nvidia.com/gpu": "4"},)),
-        pod("train-2", "Running", ({"nvidia.com/gpu": "2"},)),
-        pod("waiting", "Pending", ({"nvidia.com/gpu": "8"},)),
-        pod("done", "Succeeded", ({"nvidia.com/gpu": "8"},)),
+        pod("train-1", "Running", ({"nvidia.com/gpu": "4"}, {"nvidia.com/gpu": "4"})),
+        pod("train-2", "Running", ({"nvidia.com/gpu": "2"}, {"nvidia.com/gpu": "2"})),
+        pod("waiting", "Pending", ({"nvidia.com/gpu": "8"}, {"nvidia.com/gpu": "8"})),
+        pod("done", "Succeeded", ({"nvidia.com/gpu": "8"}, {"nvidia.com/gpu": "8"})),
         pod("cpu-only", "Running", ({"cpu": "2"},)),
     ):
         obj["metadata"]["namespace"] = ns.name
