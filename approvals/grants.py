@@ -1,7 +1,8 @@
 """Temporary grants after their approval: started when their start comes (on top of the
-allocation as it is then), warned of a day before their end, expired (the allocation restored),
-or revoked by an admin before they start."""
+allocation as it is then), warned of a day before their end, expired (what they widened taken
+back, see grant_end_values), or revoked by an admin before they start."""
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -19,8 +20,10 @@ from approvals.permissions import require_may
 from approvals.selectors import allocation_values_now, line_base_values
 from approvals.transitions import S, transition
 from approvals.validation import validate_lines
+from common.amounts import format_amount
 from common.errors import ValidationFailed
 from quotas.locks import lock_allocation
+from quotas.models import PriorityClass
 from quotas.services import allocation_set, allocation_values_check, cluster_sync_request
 
 EXPIRY_WARNING = timedelta(days=1)
@@ -217,12 +220,19 @@ def requests_notify_expiring(*, now: datetime | None = None) -> list[int]:
 
 
 def requests_expire_due(*, now: datetime | None = None) -> list[int]:
-    """End temporary grants: restore the allocation as it was before, sync, mark expired."""
+    """End temporary grants: take back what they widened (grant_end_values), sync, mark
+    expired; the expired event says, per line, what was taken back."""
     now = now or timezone.now()
 
     def expire(request: QuotaRequest) -> None:
-        notes = _revert(request)
-        transition(request, S.EXPIRED, acting_user=None, comment="; ".join(notes))
+        ended = _revert(request)
+        transition(
+            request,
+            S.EXPIRED,
+            acting_user=None,
+            comment="; ".join(line["note"] for line in ended),
+            extra={"taken_back": [{k: v for k, v in e.items() if k != "note"} for e in ended]},
+        )
         request.reverted_at = now
         request.save(update_fields=["reverted_at"])
         notify_request(request, "request.expired")
@@ -231,43 +241,183 @@ def requests_expire_due(*, now: datetime | None = None) -> list[int]:
     return _each_locked_in(S.ACTIVE, due.values_list("pk", flat=True), expire)
 
 
-def _revert(request: QuotaRequest) -> list[str]:
-    """Take the grant back. If nothing changed the allocation since, restore it exactly;
-    if someone changed it meanwhile, take back only the grant's own increase."""
-    notes = []
+FIELDS = ("guarantee", "cap", "per_pod_max", "priority_classes")
+_LABELS = {
+    "guarantee": "guarantee",
+    "cap": "cap",
+    "per_pod_max": "per-pod max",
+    "priority_classes": "priority classes",
+}
+
+
+def grant_end_values(
+    *, before: dict, granted: dict, now: dict, known_classes: Iterable[str] = ()
+) -> dict:
+    """The allocation once a temporary grant ends, field by field (pure).
+
+    ``before`` is the allocation at the grant's start, ``granted`` what the grant set, ``now``
+    the allocation at its end; each a dict of FIELDS (no per-pod max: up to the cap; no
+    classes: every class; a cap of 0: nothing at all). What the grant widened never outlasts
+    it, whatever changed meanwhile in other fields. A field someone changed permanently during
+    the grant was judged against the granted value, so the end takes back only the grant's
+    share of it:
+
+    - guarantee and cap add up: the value now less the grant's change (its increase goes, a
+      decrease it made comes back), never below 0; the cap never below the guarantee. With a
+      grant of cap 4 → 6 and a permanent +1 during it (7), the cap ends at 5.
+    - per-pod max, if the grant raised or removed it: the value now less the grant's increase,
+      but never below the narrower of the value before and now (a permanent lowering during
+      the grant stays as far as it is narrower than before). 1 → 4 by the grant, 6 by a
+      permanent change during it: 3; lowered to 2 during it: 1. A max a permanent change
+      removed during the grant stays removed (admins approved no max).
+    - priority classes, if the grant added some (every class but the ones before, if it
+      lifted the restriction): they go from the classes now; a class a permanent change added
+      during the grant stays. When no class would be left, the classes before come back; if
+      nothing was allowed before (no allocation, or a cap of 0), nothing is: guarantee and
+      cap 0.
+    - a field the grant did not widen: back to its value before if nobody changed it since
+      the grant set it, else as it is now.
+    """
+    guarantee = max(Decimal(0), now["guarantee"] - (granted["guarantee"] - before["guarantee"]))
+    cap = max(guarantee, now["cap"] - (granted["cap"] - before["cap"]))
+    per_pod_max = _per_pod_max_end(
+        before["per_pod_max"], granted["per_pod_max"], now["per_pod_max"]
+    )
+    universe = frozenset(known_classes)
+    for values in (before, granted, now):
+        universe |= frozenset(values["priority_classes"])
+    allowed = _classes_end(before, granted, now, universe=universe)
+    if allowed is _NOTHING:
+        # A cap of 0 allows nothing, whatever classes it lists (those stay as they are).
+        guarantee = cap = Decimal(0)
+        per_pod_max = None
+        classes = sorted(now["priority_classes"])
+    else:
+        classes = [] if allowed is None else sorted(allowed)
+    if per_pod_max is not None and per_pod_max > cap:
+        per_pod_max = cap if cap > 0 else None
+    return {
+        "guarantee": guarantee,
+        "cap": cap,
+        "per_pod_max": per_pod_max,
+        "priority_classes": classes,
+    }
+
+
+def _per_pod_max_end(before, granted, now):
+    """See grant_end_values; None is no max (the widest)."""
+    widened = before is not None and (granted is None or granted > before)
+    if not widened:
+        return before if now == granted else now
+    if now is None:
+        return before if granted is None else None
+    if granted is None:
+        return min(now, before)
+    return max(now - (granted - before), min(now, before))
+
+
+# No class may be allowed at the end: nothing was before the grant, and none of the classes
+# allowed now is anyone's but the grant's.
+_NOTHING = "nothing allowed"
+
+
+def _listed(values: dict) -> frozenset[str] | None:
+    """What a list of classes allows: None every class (no restriction), else those."""
+    return frozenset(values["priority_classes"]) or None
+
+
+def _classes_end(before: dict, granted: dict, now: dict, *, universe: frozenset[str]):
+    """The classes at the end (see grant_end_values): None every class, a set those, or
+    _NOTHING when nothing may be allowed."""
+
+    def every(values: dict) -> frozenset[str]:
+        return _listed(values) or universe
+
+    if granted["cap"] <= 0:
+        added = frozenset()  # the grant allowed nothing
+    elif before["cap"] <= 0:
+        added = every(granted)  # nothing was allowed before
+    else:
+        added = every(granted) - every(before)
+    if not added:
+        unchanged = now["priority_classes"] == granted["priority_classes"]
+        return _listed(before) if unchanged else _listed(now)
+    if _listed(now) is None and _listed(granted) is None:
+        left = frozenset() if before["cap"] <= 0 else every(before)  # nobody set one since
+    else:
+        left = every(now) - added
+    if left:
+        return left
+    return _listed(before) if before["cap"] > 0 else _NOTHING
+
+
+def _shown(field: str, value) -> str:
+    if field == "priority_classes":
+        return ", ".join(value) or "any"
+    return "none" if value is None else format_amount(value)
+
+
+def _revert(request: QuotaRequest) -> list[dict]:
+    """Take the grant back (grant_end_values) and ask for the syncs; per line, what was taken
+    back, for the expired event."""
+    ended = []
     clusters = {}
+    known = list(PriorityClass.objects.values_list("name", flat=True))
     for line in ordered_lines(request):
         allocation = lock_allocation(team_namespace=line.team_namespace, resource=line.resource)
         if allocation is None:
             continue
+        before = line_base_values(line)
+        now = {
+            "guarantee": allocation.guarantee,
+            "cap": allocation.cap,
+            "per_pod_max": allocation.per_pod_max,
+            "priority_classes": sorted(allocation.priority_classes),
+        }
+        granted = {
+            "guarantee": line.final_guarantee,
+            "cap": line.final_cap,
+            "per_pod_max": line.final_per_pod_max,
+            "priority_classes": sorted(line.final_priority_classes),
+        }
         if allocation.version == line.applied_version:
-            g, c, p = line.current_guarantee, line.current_cap, line.current_per_pod_max
-            classes = line.current_priority_classes
+            after, changed = before, []  # nothing changed it since: exactly as before
         else:
-            g = max(
-                Decimal(0), allocation.guarantee - (line.final_guarantee - line.current_guarantee)
-            )
-            c = max(g, allocation.cap - (line.final_cap - line.current_cap))
-            p = (
-                allocation.per_pod_max
-                if allocation.per_pod_max is None or allocation.per_pod_max <= c
-                else c
-            )
-            classes = allocation.priority_classes
-            notes.append(
-                f"{line.team_namespace.name} {line.resource.name} changed during the grant: "
-                f"took back only the grant's increase"
-            )
+            after = grant_end_values(before=before, granted=granted, now=now, known_classes=known)
+            changed = [f for f in FIELDS if now[f] != granted[f]]
         allocation_set(
             team_namespace=line.team_namespace,
             resource=line.resource,
-            guarantee=g,
-            cap=c,
-            per_pod_max=p,
-            priority_classes=classes,
+            guarantee=after["guarantee"],
+            cap=after["cap"],
+            per_pod_max=after["per_pod_max"],
+            priority_classes=after["priority_classes"],
             acting_user=None,
             reason=f"temporary request #{request.pk} ended",
             source=f"request:{request.pk}:expired",
+        )
+        taken = {
+            f: {"from": _shown(f, now[f]), "to": _shown(f, after[f])}
+            for f in FIELDS
+            if now[f] != after[f]
+        }
+        where = f"{line.team_namespace.name} {line.resource.name}"
+        note = f"{where}: took back " + (
+            ", ".join(f"{_LABELS[f]} {v['from']} → {v['to']}" for f, v in taken.items())
+            or "nothing"
+        )
+        if changed:
+            kept = ", ".join(_LABELS[f] for f in changed)
+            note += f" (changed during the grant: {kept}; those keep their own change)"
+        ended.append(
+            {
+                "namespace": line.team_namespace.name,
+                "cluster": line.team_namespace.cluster.name,
+                "resource": line.resource.name,
+                "changed_during_grant": changed,
+                "fields": taken,
+                "note": note,
+            }
         )
         clusters[line.team_namespace.cluster_id] = line.team_namespace.cluster
     for cluster in clusters.values():
@@ -275,4 +425,4 @@ def _revert(request: QuotaRequest) -> list[str]:
             cluster=cluster, acting_user=None, reason=f"request #{request.pk} expired"
         )
         request.sync_requests.add(sync)
-    return notes
+    return ended

@@ -58,6 +58,11 @@ from quotas.services import allocation_set, allocation_values_check, cluster_syn
 
 # --- building requests --------------------------------------------------------------------
 
+# How far in the past a start may lie: the clocks of a browser or a pipeline and the portal's
+# differ a little, and a form takes a while to fill in. A start before that is refused: a
+# backdated grant would be stored as running since then.
+GRANT_START_CLOCK_SKEW = timedelta(minutes=5)
+
 
 def _check_dates(kind: str, starts_at: datetime | None, ends_at: datetime | None) -> None:
     if kind not in QuotaRequest.Kind.values:
@@ -65,6 +70,7 @@ def _check_dates(kind: str, starts_at: datetime | None, ends_at: datetime | None
             _("kind must be permanent or temporary, got %(kind)s") % {"kind": repr(kind)},
             field="kind",
         )
+    _refuse_past_start(starts_at)
     if kind == QuotaRequest.Kind.TEMPORARY:
         if ends_at is None:
             raise ValidationFailed(_("a temporary request needs an end (ends_at)"), field="ends_at")
@@ -76,6 +82,27 @@ def _check_dates(kind: str, starts_at: datetime | None, ends_at: datetime | None
     elif ends_at is not None:
         raise ValidationFailed(
             _("a permanent request has no end; use kind temporary"), field="ends_at"
+        )
+
+
+def _refuse_past_start(starts_at: datetime | None) -> None:
+    """A start lies now or ahead, give or take GRANT_START_CLOCK_SKEW; empty means as soon as
+    approved."""
+    if starts_at is None:
+        return
+    earliest = timezone.now() - GRANT_START_CLOCK_SKEW
+    if starts_at < earliest:
+        raise ValidationFailed(
+            _(
+                "starts_at: a start may lie at most %(minutes)s minutes in the past (earliest "
+                "%(earliest)s UTC, got %(starts_at)s); leave it empty to start as soon as approved"
+            )
+            % {
+                "minutes": int(GRANT_START_CLOCK_SKEW.total_seconds() // 60),
+                "earliest": f"{earliest:%Y-%m-%d %H:%M}",
+                "starts_at": starts_at.isoformat(),
+            },
+            field="starts_at",
         )
 
 

@@ -40,7 +40,11 @@ class LineDelta:
     """One allocation before and after a request: every field the policy judges.
 
     An empty set of priority classes means no class restriction (every class allowed); no
-    per-pod max means any pod size up to the cap.
+    per-pod max means any pod size up to the cap. An allocation with a cap of 0 (none yet
+    counts as one: 0 guarantee, 0 cap) allows nothing, whatever classes it lists: a line that
+    gives it a cap is judged field by field from nothing. Its guarantee and cap are increases
+    from 0 and its pod size is bounded by the new cap, but every class it allows is new: one
+    above the cluster's lowest class outranks (no classes at all is the widest of all).
     """
 
     cluster: str
@@ -69,6 +73,39 @@ class LineDelta:
     def guarantee_increase(self) -> Decimal:
         return max(Decimal(0), self.guarantee_after - self.guarantee_before)
 
+    @property
+    def allows_nothing_before(self) -> bool:
+        """No pod may use the resource yet: no allocation, or a cap of 0."""
+        return self.cap_before <= 0
+
+    def _classes_from_nothing(self) -> list[tuple[Text, bool]]:
+        """The classes a line allows where none is allowed yet, each a widening; one outranks
+        (lets the team preempt others) unless it is the lowest class of the cluster, below
+        which there is nothing to preempt. A class the cluster does not know outranks."""
+        if self.cap_after <= 0:
+            return []  # still nothing allowed
+        lowest = min(self.class_values.values(), default=None)
+        if not self.classes_after:
+            known = sorted(self.class_values.items(), key=lambda item: (-item[1], item[0]))
+            if not known:
+                return [
+                    (Text.of(gettext_noop("allows every priority class (none allowed yet)")), False)
+                ]
+            text = Text.of(
+                gettext_noop("allows every priority class, up to %(class)s (none allowed yet)"),
+                **{"class": known[0][0]},
+            )
+            return [(text, known[0][1] > lowest)]
+        found = []
+        for name in sorted(self.classes_after):
+            value = self.class_values.get(name)
+            text = Text.of(
+                gettext_noop("allows priority class %(class)s (none allowed yet)"),
+                **{"class": name},
+            )
+            found.append((text, value is None or value > lowest))
+        return found
+
     def _widening_items(self) -> list[tuple[Text, bool]]:
         """(what the line allows beyond amounts, whether it outranks the allowed classes)."""
         found: list[tuple[Text, bool]] = []
@@ -86,7 +123,9 @@ class LineDelta:
                 after=format_amount(after),
             )
             found.append((text, False))
-        if self.classes_before and not self.classes_after:
+        if self.allows_nothing_before:
+            found += self._classes_from_nothing()
+        elif self.classes_before and not self.classes_after:
             allowed = ", ".join(sorted(self.classes_before))
             above = self._above_allowed()
             if above:

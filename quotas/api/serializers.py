@@ -7,15 +7,6 @@ from common.amounts import NOT_PLAIN_MESSAGE, format_amount, is_plain_amount
 from quotas.models import Allocation, Cluster, Team, TeamNamespace
 
 
-@extend_schema_field(
-    {
-        "type": "string",
-        "nullable": True,
-        "pattern": r"^-?[0-9]+(\.[0-9]+)?$",
-        "example": "10",
-        "description": 'An amount as text, without trailing zeros ("10", "0.5").',
-    }
-)
 class AmountInputField(serializers.DecimalField):
     """An amount the API reads: a JSON number, or a string of plain ASCII decimals
     (``common.amounts.is_plain_amount``: not "3_0", other scripts' digits or exponents)."""
@@ -26,6 +17,15 @@ class AmountInputField(serializers.DecimalField):
         return super().to_internal_value(data)
 
 
+@extend_schema_field(
+    {
+        "type": "string",
+        "nullable": True,
+        "pattern": r"^-?[0-9]+(\.[0-9]+)?$",
+        "example": "10",
+        "description": 'An amount as text, without trailing zeros ("10", "0.5").',
+    }
+)
 class AmountField(serializers.Field):
     """A resource amount as text without trailing zeros; read-only."""
 

@@ -170,3 +170,111 @@ def test_a_per_pod_max_only_the_grant_changes_is_applied_on_top(
     grant.refresh_from_db()
     assert grant.status == S.APPLYING
     assert values(ns) == (4, 5, 2)
+
+
+# --- a start in the past is refused (clock skew aside) ----------------------------------------
+
+
+def grant_body(starts_at: str) -> dict:
+    return {
+        "team": "team-c",
+        "justification": "a deadline",
+        "kind": "temporary",
+        "starts_at": starts_at,
+        "ends_at": (timezone.now() + timedelta(days=2)).isoformat(),
+        "lines": [
+            {
+                "namespace": "team-c-dev",
+                "cluster": "demo",
+                "resource": "nvidia.com/gpu",
+                "guarantee": "3",
+                "cap": "4",
+            }
+        ],
+        "submit": True,
+    }
+
+
+BACKDATED = ["0001-01-01T00:00:00Z", "1970-01-01T00:00:00Z"]
+
+
+@pytest.mark.parametrize("starts_at", BACKDATED)
+@pytest.mark.parametrize("path", ["/api/v1/requests/", "/api/v1/requests/preview/"])
+def test_the_api_refuses_a_backdated_start_naming_the_field(plan, lead_c, path, starts_at):
+    api = APIClient()
+    api.force_authenticate(lead_c)
+    response = api.post(path, grant_body(starts_at), format="json")
+    assert response.status_code == 400, response.content
+    body = response.json()
+    assert body["extra"]["field"] == "starts_at"
+    assert "starts_at: a start may lie at most 5 minutes in the past" in body["message"]
+    assert not QuotaRequest.objects.exists()
+    assert values(plan["team-c"]) == (2, 4, None)
+
+
+def test_a_start_before_year_one_in_utc_is_a_400_too(plan, lead_c):
+    api = APIClient()
+    api.force_authenticate(lead_c)
+    response = api.post("/api/v1/requests/", grant_body("0001-01-01T00:00:00+08:00"), format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["extra"]["field"] == "starts_at"
+    assert not QuotaRequest.objects.exists()
+
+
+@pytest.mark.parametrize("starts_at", ["0001-01-01T00:00", "1970-01-01T00:00"])
+def test_the_form_refuses_a_backdated_start_at_the_field(client, plan, lead_c, gpu, starts_at):
+    from tests.approvals.test_views import line_data
+
+    client.force_login(lead_c)
+    data = line_data(
+        plan["team-c"],
+        gpu,
+        3,
+        4,
+        action="submit",
+        kind="temporary",
+        starts_at=starts_at,
+        ends_at=(timezone.now() + timedelta(days=2)).strftime("%Y-%m-%dT%H:%M"),
+    )
+    response = client.post("/requests/new/", data)
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "starts_at: a start may lie at most 5 minutes in the past" in page
+    assert 'data-testid="error-starts_at"' in page
+    assert not QuotaRequest.objects.exists()
+
+
+def test_a_start_within_the_clock_skew_is_taken_and_the_grant_applies_at_once(
+    plan, lead_c, gpu, admin, strict_policy
+):
+    from approvals.lifecycle import GRANT_START_CLOCK_SKEW
+    from common.errors import ValidationFailed
+
+    ns = plan["team-c"]
+    with pytest.raises(ValidationFailed) as refused:
+        new_request(
+            lead_c,
+            ns,
+            gpu,
+            3,
+            4,
+            kind="temporary",
+            starts_at=timezone.now() - GRANT_START_CLOCK_SKEW - timedelta(seconds=30),
+            ends_in=timedelta(hours=8),
+        )
+    assert refused.value.field == "starts_at"
+    slightly_behind = timezone.now() - GRANT_START_CLOCK_SKEW + timedelta(seconds=30)
+    grant = new_request(
+        lead_c,
+        ns,
+        gpu,
+        3,
+        4,
+        kind="temporary",
+        starts_at=slightly_behind,
+        ends_in=timedelta(hours=8),
+    )
+    request_submit(request=grant, acting_user=lead_c)
+    request_approve(request=grant, acting_user=admin)
+    grant.refresh_from_db()
+    assert grant.status == S.APPLYING and values(ns)[:2] == (3, 4)

@@ -160,3 +160,92 @@ def test_buttons_show_only_for_who_may(client, move, persona, people, subject):
     }[move]
     may = PAGE[move][persona] == 302
     assert (f'data-testid="{button}"' in response.content.decode()) == may
+
+
+# --- a new line allowing a higher class: nobody gets it in one move ---------------------------
+
+# persona -> expected status of a create-and-submit (API, page); another team's lead does not
+# learn that team-c exists (the API says unknown team, the page's team choice refuses it).
+NEW_LINE_API = {"anonymous": ANON, "auditor": 403, "lead": 201, "other_lead": 400, "admin": 201}
+NEW_LINE_PAGE = {"anonymous": 302, "auditor": 403, "lead": 302, "other_lead": 400, "admin": 302}
+
+
+@pytest.fixture
+def new_resource(plan, cluster):
+    """MIG slices on the cluster, which team-c-dev has no allocation of yet; the demo's
+    classes."""
+    from quotas.models import ClusterCapacity, PriorityClass, Resource
+
+    for name, value in (("production-inference", 100000), ("experiment", 1000)):
+        PriorityClass.objects.create(name=name, value=value)
+    mig = Resource.objects.create(
+        name="nvidia.com/mig-1g.10gb", display_name="1g.10gb", kind=Resource.Kind.MIG
+    )
+    ClusterCapacity.objects.create(cluster=cluster, resource=mig, capacity=14)
+    return mig
+
+
+def _new_line_outcome(created: bool, mig) -> None:
+    from quotas.models import Allocation
+
+    # Whoever asked, the namespace is allowed no class of the new resource yet.
+    assert not Allocation.objects.filter(resource=mig).exists()
+    requests = list(QuotaRequest.objects.all())
+    if not created:
+        assert requests == []
+        assert not AuditEvent.objects.filter(target_type="QuotaRequest").exists()
+        return
+    [request] = requests
+    assert (request.status, request.auto_approved, request.approvals_needed) == (
+        S.SUBMITTED,
+        False,
+        2,
+    )
+    assert "production-inference (none allowed yet)" in request.policy_reason
+
+
+@pytest.mark.parametrize("persona", PERSONAS)
+def test_api_new_line_with_a_higher_class(persona, people, new_resource):
+    client = APIClient()
+    if people[persona] is not None:
+        client.force_authenticate(people[persona])
+    body = {
+        "team": "team-c",
+        "justification": "online inference on MIG slices",
+        "submit": True,
+        "lines": [
+            {
+                "namespace": "team-c-dev",
+                "cluster": "demo",
+                "resource": "nvidia.com/mig-1g.10gb",
+                "guarantee": "0",
+                "cap": "1",
+                "priority_classes": ["production-inference"],
+            }
+        ],
+    }
+    response = client.post("/api/v1/requests/", body, format="json")
+    assert response.status_code in _expect({"m": NEW_LINE_API}, "m", persona), response.content
+    _new_line_outcome(response.status_code == 201, new_resource)
+
+
+@pytest.mark.parametrize("persona", PERSONAS)
+def test_page_new_line_with_a_higher_class(client, persona, people, plan, new_resource):
+    from tests.approvals.test_views import line_data
+
+    if people[persona] is not None:
+        client.force_login(people[persona])
+    data = line_data(
+        plan["team-c"],
+        new_resource,
+        0,
+        1,
+        total=1,
+        action="submit",
+        **{"lines-0-priority_classes": "production-inference"},
+    )
+    response = client.post("/requests/new/", data)
+    assert response.status_code in _expect({"m": NEW_LINE_PAGE}, "m", persona)
+    if persona == "anonymous":
+        assert "/login/" in response.url
+    _new_line_outcome(response.status_code == 302 and persona != "anonymous", new_resource)

@@ -173,9 +173,10 @@ def test_auto_approval_budget_stops_small_steps():
 
 def test_budget_counts_every_line_on_the_cluster_and_not_decreases():
     policies = {"demo": PolicyFacts(auto_approve_budget=D(2))}
-    two_lines = [line(0, 1, 0, 1), line(0, 1, 0, 1), line(5, 4, 6, 5)]
+    # (From a cap of 1: a line from a cap of 0 allows classes where none were allowed.)
+    two_lines = [line(0, 1, 1, 2), line(0, 1, 1, 2), line(5, 4, 6, 5)]
     assert decide_policy(two_lines, policies, plan_has_errors=False).auto_approve
-    three = [*two_lines, line(0, 1, 0, 1)]
+    three = [*two_lines, line(0, 1, 1, 2)]
     assert not decide_policy(three, policies, plan_has_errors=False).auto_approve
     decrease = decide_policy(
         [line(5, 4, 6, 5)], policies, plan_has_errors=False, budget_used={"demo": D(9)}
@@ -189,3 +190,61 @@ def test_an_auto_approval_that_blocks_a_waiting_request_waits():
     assert (held.auto_approve, held.approvals_needed) == (False, 1)
     assert "request #7" in held.reason
     assert hold_for_waiting(decision, []) is decision
+
+
+# --- a line where nothing is allowed yet (no allocation, or a cap of 0) ------------------------
+
+
+def new_line(after: set, *, cap_before=0, cap_after=1, **kwargs) -> LineDelta:
+    """A line for a resource the namespace has no allocation of: everything from nothing."""
+    return fields(
+        guarantee_before=D(0),
+        guarantee_after=D(0),
+        cap_before=D(cap_before),
+        cap_after=D(cap_after),
+        classes_after=frozenset(after),
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize(
+    ("after", "said"),
+    [
+        (
+            {"production-inference"},
+            "allows priority class production-inference (none allowed yet) on team-c-dev",
+        ),
+        (set(), "allows every priority class, up to production-inference (none allowed yet)"),
+        ({"experiment", "training"}, "allows priority class training (none allowed yet)"),
+    ],
+)
+def test_a_new_line_allowing_classes_is_a_widening_above_nothing(after, said):
+    delta = new_line(after)
+    assert not delta.is_decrease_only
+    decision = decide_policy([delta], {}, plan_has_errors=False)
+    # Nothing is allowed there yet: every class it allows is above every class allowed now.
+    assert (decision.auto_approve, decision.approvals_needed) == (False, 2), decision.reason
+    assert said in decision.reason
+    assert decision.reason.endswith("lets the team preempt others, two admins must approve")
+    off = {"demo": PolicyFacts(two_admins_for_higher_class=False)}
+    decision = decide_policy([delta], off, plan_has_errors=False)
+    assert (decision.auto_approve, decision.approvals_needed) == (False, 1)
+
+
+def test_a_new_line_of_the_lowest_class_only_is_a_widening_one_admin_approves():
+    decision = decide_policy([new_line({"experiment"})], {}, plan_has_errors=False)
+    assert (decision.auto_approve, decision.approvals_needed) == (False, 1), decision.reason
+    assert "allows priority class experiment (none allowed yet)" in decision.reason
+
+
+def test_a_cap_of_zero_allows_nothing_whatever_classes_it_lists():
+    # An allocation lowered to 0 keeps its list; raising it again is judged from nothing.
+    delta = new_line({"production-inference"}, classes_before=frozenset({"production-inference"}))
+    assert delta.outranking
+    # A line that leaves the cap at 0 allows nothing either: a decrease at most.
+    assert new_line(set(), cap_after=0).is_decrease_only
+    # Without known classes, no class restriction is still a widening (one admin).
+    plain = new_line(set(), class_values={})
+    decision = decide_policy([plain], {}, plan_has_errors=False)
+    assert (decision.auto_approve, decision.approvals_needed) == (False, 1)
+    assert "allows every priority class (none allowed yet)" in decision.reason

@@ -396,3 +396,87 @@ def test_a_higher_class_an_admin_decides_needs_a_second_admin(
     request.refresh_from_db()
     assert request.status == S.APPLYING
     assert allocation(team_c_dev, gpu).priority_classes == ["experiment", "training"]
+
+
+# --- a line for a resource the namespace has no allocation of yet: judged from nothing ---------
+
+
+@pytest.fixture
+def mig(team_c_dev, cluster):
+    """MIG slices on the cluster; team-c-dev has no allocation of them yet."""
+    from quotas.models import ClusterCapacity, Resource
+
+    resource = Resource.objects.create(
+        name="nvidia.com/mig-1g.10gb", display_name="1g.10gb", kind=Resource.Kind.MIG
+    )
+    ClusterCapacity.objects.create(cluster=cluster, resource=resource, capacity=14)
+    return resource
+
+
+def api_new_line(**line) -> dict:
+    return api_line(resource="nvidia.com/mig-1g.10gb", guarantee="0", cap="1", **line)
+
+
+@pytest.mark.parametrize(
+    ("chosen", "said"),
+    [
+        (["production-inference"], "allows priority class production-inference (none allowed yet)"),
+        ([], "allows every priority class, up to production-inference (none allowed yet)"),
+        (None, "allows every priority class, up to production-inference (none allowed yet)"),
+    ],
+)
+def test_api_a_new_line_allowing_a_higher_class_needs_two_admins(
+    team_c_dev, mig, lead_c, admin, admin2, chosen, said
+):
+    line = {} if chosen is None else {"priority_classes": chosen}  # left out: no allocation
+    response = as_user(lead_c).post("/api/v1/requests/", api_new_line(**line), format="json")
+    assert response.status_code == 201, response.content
+    created = response.json()
+    # A cap of 1 is a small increase, but the namespace is allowed no class of it yet.
+    assert (created["status"], created["auto_approved"], created["approvals_needed"]) == (
+        "submitted",
+        False,
+        2,
+    )
+    assert said in created["policy_reason"]
+    assert not Allocation.objects.filter(team_namespace=team_c_dev, resource=mig).exists()
+    first = as_user(admin).post(f"/api/v1/requests/{created['id']}/approve/", format="json")
+    assert first.json()["status"] == "submitted"
+    assert not Allocation.objects.filter(team_namespace=team_c_dev, resource=mig).exists()
+    second = as_user(admin2).post(f"/api/v1/requests/{created['id']}/approve/", format="json")
+    assert second.json()["status"] == "applying"
+    assert allocation(team_c_dev, mig).priority_classes == (chosen or [])
+
+
+def test_a_new_line_with_the_lowest_class_waits_for_one_admin(team_c_dev, mig, lead_c):
+    # A widening from nothing, but the lowest class lets the team preempt nobody.
+    line = LineInput(team_c_dev.pk, mig.pk, 0, 1, priority_classes=("experiment",))
+    request = submit(lead_c, team_c_dev, mig, line)
+    assert (request.status, request.approvals_needed) == (S.SUBMITTED, 1)
+    assert "allows priority class experiment (none allowed yet)" in request.policy_reason
+    assert request.policy_reason.endswith("a platform admin must approve")
+
+
+def test_raising_a_cap_of_zero_again_is_judged_from_nothing(team_c_dev, lead_c, gpu, admin):
+    # The allocation was lowered to 0 and kept a class list; a pod could use none of it.
+    allocation_set(
+        team_namespace=team_c_dev,
+        resource=gpu,
+        guarantee=0,
+        cap=0,
+        priority_classes=["production-inference"],
+        acting_user=admin,
+    )
+    request = submit(lead_c, team_c_dev, gpu, LineInput(team_c_dev.pk, gpu.pk, 0, 1))
+    assert (request.status, request.approvals_needed) == (S.SUBMITTED, 2)
+    assert "production-inference (none allowed yet)" in request.policy_reason
+    assert allocation(team_c_dev, gpu).cap == 0
+
+
+def test_form_a_new_line_without_classes_needs_two_admins(client, team_c_dev, mig, lead_c):
+    client.force_login(lead_c)
+    response = client.post("/requests/new/", form(team_c_dev, mig, 0, 1))
+    assert response.status_code == 302
+    request = QuotaRequest.objects.get()
+    assert (request.status, request.approvals_needed) == (S.SUBMITTED, 2)
+    assert not Allocation.objects.filter(team_namespace=team_c_dev, resource=mig).exists()

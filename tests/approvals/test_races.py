@@ -397,3 +397,154 @@ def test_create_and_submit_reads_its_base_after_locking_the_capacity(
     waiting.refresh_from_db()
     assert waiting.status == S.APPLYING  # after the create committed
     assert_audit_matches(waiting)
+
+
+# --- the end of a grant vs. a permanent change; a new line vs. the class policy --------------
+
+
+@pytest.fixture
+def classes(db):
+    from quotas.models import PriorityClass
+
+    for name, value in (
+        ("production-inference", 100000),
+        ("training", 10000),
+        ("experiment", 1000),
+    ):
+        PriorityClass.objects.create(name=name, value=value)
+
+
+@pytest.mark.parametrize("round_", ROUNDS)
+def test_a_grant_ending_vs_a_permanent_change_of_the_same_allocation(
+    round_, plan, lead_c, gpu, admin, admin2, strict_policy, classes
+):
+    from approvals.lifecycle import request_create
+    from approvals.models import ApprovalPolicy
+
+    ns = plan["team-c"]
+    allocation_set(
+        team_namespace=ns,
+        resource=gpu,
+        guarantee=2,
+        cap=4,
+        per_pod_max=1,
+        priority_classes=["experiment"],
+        acting_user=admin,
+    )  # version 2
+    grant = request_create(
+        team=ns.team,
+        acting_user=lead_c,
+        justification="bigger pods for a week",
+        lines=[
+            LineInput(
+                ns.pk, gpu.pk, 2, 4, per_pod_max=3, priority_classes=("experiment", "training")
+            )
+        ],
+        kind="temporary",
+        ends_at=timezone.now() + timedelta(hours=2),
+        submit=True,
+    )
+    request_approve(request=grant, acting_user=admin)
+    request_approve(request=grant, acting_user=admin2)  # version 3: pods of 3, training too
+    SyncRequest.objects.update(status=SyncRequest.Status.DONE)
+    requests_follow_syncs()
+    # The lead writes a permanent lowering during the grant (decreases apply at once).
+    ApprovalPolicy.objects.filter(pk=strict_policy.pk).update(auto_approve_decreases=True)
+    lower = request_create(
+        team=ns.team,
+        acting_user=lead_c,
+        justification="fewer guaranteed GPUs",
+        lines=[LineInput(ns.pk, gpu.pk, 1, 4)],
+    )
+    after_end = timezone.now() + timedelta(hours=3)
+
+    outcomes = race(
+        lambda: requests_expire_due(now=after_end),
+        lambda: request_submit(request=lower, acting_user=lead_c, usage_now={}),
+    )
+    assert outcomes[0] == "ok", outcomes  # the end of a grant is never refused
+    assert outcomes[1] in ("ok", "NotAllowed"), outcomes
+    grant.refresh_from_db()
+    lower.refresh_from_db()
+    allocation = Allocation.objects.get(team_namespace=ns)
+    # Either way, what the grant widened is gone.
+    assert (allocation.per_pod_max, allocation.priority_classes) == (1, ["experiment"])
+    if outcomes[1] == "ok":  # the lowering came first: it stays, the grant's share goes
+        assert (lower.status, lower.auto_approved) == (S.APPLYING, True)
+        assert (allocation.guarantee, allocation.cap, allocation.version) == (1, 4, 5)
+    else:  # the grant ended first: the lowering was written against the granted allocation
+        assert lower.status == S.DRAFT
+        assert (allocation.guarantee, allocation.cap, allocation.version) == (2, 4, 4)
+    # The allocation is its last kept version, written by the end of the grant.
+    last = allocation.versions.get(version=allocation.version)
+    assert (last.per_pod_max, last.priority_classes) == (1, ["experiment"])
+    assert last.source == f"request:{grant.pk}:expired"
+    assert grant.status == S.EXPIRED
+    [ended] = AuditEvent.objects.filter(action="request.expired", target_id=str(grant.pk))
+    [line] = ended.after["taken_back"]
+    assert line["fields"]["per_pod_max"] == {"from": "3", "to": "1"}
+    assert line["fields"]["priority_classes"] == {
+        "from": "experiment, training",
+        "to": "experiment",
+    }
+    assert line["changed_during_grant"] == (["guarantee"] if outcomes[1] == "ok" else [])
+    assert_audit_matches(lower)
+
+
+@pytest.mark.parametrize("round_", ROUNDS)
+def test_a_new_line_vs_the_approval_that_creates_its_allocation(
+    round_, plan, lead_c, gpu, admin, admin2, classes, cluster
+):
+    """Two requests for an allocation team-c-dev does not have yet: one allowing experiment
+    (approved once, its second approval in the race), one asking production-inference
+    (submitted in the race, a small increase the default policy would approve by itself).
+    Whichever comes first, nobody gets production-inference: judged from nothing it waits for
+    two admins, and written against no allocation it is refused once there is one."""
+    from approvals.lifecycle import request_create
+    from quotas.models import ClusterCapacity, Resource
+
+    ns = plan["team-c"]
+    mig = Resource.objects.create(
+        name="nvidia.com/mig-1g.10gb", display_name="1g.10gb", kind=Resource.Kind.MIG
+    )
+    ClusterCapacity.objects.create(cluster=cluster, resource=mig, capacity=14)
+    first = request_create(
+        team=ns.team,
+        acting_user=lead_c,
+        justification="experiments on slices",
+        lines=[LineInput(ns.pk, mig.pk, 1, 5, priority_classes=("experiment",))],
+        submit=True,
+    )
+    assert first.approvals_needed == 2  # an increase of 5
+    request_approve(request=first, acting_user=admin)
+    asked = request_create(
+        team=ns.team,
+        acting_user=lead_c,
+        justification="inference on slices",
+        lines=[LineInput(ns.pk, mig.pk, 0, 1, priority_classes=("production-inference",))],
+    )
+
+    outcomes = race(
+        # The usage snapshot read beforehand: no cluster call delays the submit.
+        lambda: request_submit(request=asked, acting_user=lead_c, usage_now={}),
+        lambda: request_approve(request=first, acting_user=admin2),
+    )
+    assert outcomes[1] == "ok", outcomes
+    assert outcomes[0] in ("ok", "NotAllowed"), outcomes
+    asked.refresh_from_db()
+    first.refresh_from_db()
+    assert first.status == S.APPLYING
+    if outcomes[0] == "ok":  # submitted first: judged from nothing, it waits for two admins
+        assert (asked.status, asked.auto_approved, asked.approvals_needed) == (
+            S.SUBMITTED,
+            False,
+            2,
+        )
+        assert "production-inference (none allowed yet)" in asked.policy_reason
+    else:  # the allocation came first: the request was written against none
+        assert asked.status == S.DRAFT
+    allocation = Allocation.objects.get(team_namespace=ns, resource=mig)
+    assert allocation.priority_classes == ["experiment"]  # the top class waits for admins
+    assert allocation.version == 1
+    assert_audit_matches(first)
+    assert_audit_matches(asked)

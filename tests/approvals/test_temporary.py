@@ -1,6 +1,7 @@
 """Temporary grants: applied, told a day before the end, reverted at the end, synced."""
 
 from datetime import timedelta
+from decimal import Decimal as D
 
 import pytest
 from django.core import mail
@@ -412,3 +413,267 @@ def test_revoke_and_withdraw_through_the_api_and_the_page(
     assert client.post(f"/requests/{other.pk}/withdraw/").status_code == 302
     other.refresh_from_db()
     assert other.status == S.WITHDRAWN
+
+
+# --- what a grant widened never outlasts it ------------------------------------------------------
+
+
+MIG = "nvidia.com/mig-1g.10gb"
+
+
+@pytest.fixture
+def demo_mig(kube_sandbox, django_capture_on_commit_callbacks, eager_tasks):
+    """The demo data, cluster demo-mig on the sandbox, synced once: team-c-dev has 2/4 slices,
+    pods of at most 1, class experiment only."""
+    from django.core.management import call_command
+
+    from quotas.kube.client import KubeClient
+
+    call_command("seed_demo", verbosity=0)
+    cluster = Cluster.objects.get(name="demo-mig")
+    Cluster.objects.filter(pk=cluster.pk).update(sandbox_url=kube_sandbox.url)
+    kube = KubeClient.for_url(kube_sandbox.url)
+    kube.apply(  # YuniKorn's own namespace, where the portal keeps its queue ConfigMap
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "yunikorn"}},
+        field_manager="helm",
+    )
+    kube.close()
+    _sync(cluster, django_capture_on_commit_callbacks)
+    return cluster
+
+
+def _on_cluster(kube_sandbox) -> tuple[str | None, list[str]]:
+    """team-c-dev's per-pod max of MIG slices and the classes allowed to use them, as the
+    sandbox holds them (the Namespace annotation, the zero quota of every other class)."""
+    from quotas.kube.render import OTHER_CLASSES_QUOTA_NAME, per_pod_max_annotation
+
+    ns = kube_sandbox.get_object("v1", "Namespace", "team-c-dev")
+    per_pod = ns["metadata"].get("annotations", {}).get(per_pod_max_annotation(MIG))
+    others = kube_sandbox.get_object("v1", "ResourceQuota", OTHER_CLASSES_QUOTA_NAME, "team-c-dev")
+    [scope] = others["spec"]["scopeSelector"]["matchExpressions"]
+    assert scope["operator"] == "NotIn" and others["spec"]["hard"] == {f"requests.{MIG}": "0"}
+    return per_pod, scope["values"]
+
+
+def test_a_grant_widening_per_pod_max_and_classes_ends_whatever_changed_meanwhile(
+    demo_mig, kube_sandbox, django_capture_on_commit_callbacks
+):
+    """The report of issue 25: a grant raises the per-pod max 1 → 4 (and allows training);
+    while it runs the lead lowers the guarantee permanently (approved automatically). At the
+    end the per-pod max and the classes come back, in the database and on the cluster, and the
+    lower guarantee stays."""
+    from django.contrib.auth.models import User
+
+    from approvals.lifecycle import request_create
+    from approvals.lines import LineInput
+    from quotas.models import Resource, TeamNamespace
+
+    users = {u.username: u for u in User.objects.all()}
+    ns = TeamNamespace.objects.get(cluster=demo_mig, name="team-c-dev")
+    mig = Resource.objects.get(name=MIG)
+    assert _on_cluster(kube_sandbox) == ("1", ["experiment"])
+
+    grant = request_create(
+        team=ns.team,
+        acting_user=users["lead-c"],
+        justification="a large evaluation this week",
+        lines=[
+            LineInput(
+                ns.pk, mig.pk, 2, 4, per_pod_max=4, priority_classes=("experiment", "training")
+            )
+        ],
+        kind="temporary",
+        ends_at=timezone.now() + timedelta(hours=30),
+        submit=True,
+    )
+    assert grant.approvals_needed == 2  # training outranks experiment
+    request_approve(request=grant, acting_user=users["admin"])
+    request_approve(request=grant, acting_user=users["admin2"])
+    _sync(demo_mig, django_capture_on_commit_callbacks)
+    grant.refresh_from_db()
+    assert grant.status == S.ACTIVE
+    assert _on_cluster(kube_sandbox) == ("4", ["experiment", "training"])
+
+    lower = request_create(
+        team=ns.team,
+        acting_user=users["lead-c"],
+        justification="fewer guaranteed slices",
+        lines=[LineInput(ns.pk, mig.pk, 1, 4)],  # per-pod max and classes left as they are
+        submit=True,
+    )
+    assert lower.auto_approved
+    allocation = Allocation.objects.get(team_namespace=ns, resource=mig)
+    assert (allocation.guarantee, allocation.per_pod_max, allocation.version) == (1, 4, 3)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert requests_expire_due(now=grant.ends_at + timedelta(minutes=1)) == [grant.pk]
+    allocation.refresh_from_db()
+    assert (allocation.guarantee, allocation.cap, allocation.per_pod_max) == (1, 4, 1)
+    assert allocation.priority_classes == ["experiment"]
+    assert allocation.version == 4
+    assert allocation.versions.get(version=4).source == f"request:{grant.pk}:expired"
+    # The event says what was taken back, and that the guarantee was someone else's change.
+    event = AuditEvent.objects.get(action="request.expired", target_id=str(grant.pk))
+    assert event.comment == (
+        "team-c-dev nvidia.com/mig-1g.10gb: took back per-pod max 4 → 1, priority classes "
+        "experiment, training → experiment (changed during the grant: guarantee; those keep "
+        "their own change)"
+    )
+    [line] = event.after["taken_back"]
+    assert line["fields"] == {
+        "per_pod_max": {"from": "4", "to": "1"},
+        "priority_classes": {"from": "experiment, training", "to": "experiment"},
+    }
+    assert line["changed_during_grant"] == ["guarantee"]
+    changed = AuditEvent.objects.filter(action="allocation.changed").latest("seq")
+    assert (changed.before["per_pod_max"], changed.after["per_pod_max"]) == ("4", "1")
+    _sync(demo_mig, django_capture_on_commit_callbacks)
+    assert _on_cluster(kube_sandbox) == ("1", ["experiment"])
+
+
+@pytest.fixture
+def team_c_pods_of_one(plan, gpu, admin):
+    """team-c-dev 2/4, pods of at most 1 GPU."""
+    allocation_set(
+        team_namespace=plan["team-c"],
+        resource=gpu,
+        guarantee=2,
+        cap=4,
+        per_pod_max=1,
+        acting_user=admin,
+    )
+    return plan["team-c"]
+
+
+def _active_grant(lead, ns, gpu, admin, guarantee, cap, per_pod_max):
+    grant = new_request(
+        lead,
+        ns,
+        gpu,
+        guarantee,
+        cap,
+        kind="temporary",
+        ends_in=timedelta(hours=3),
+        per_pod_max=per_pod_max,
+    )
+    request_submit(request=grant, acting_user=lead)
+    request_approve(request=grant, acting_user=admin)
+    QuotaRequest.objects.filter(pk=grant.pk).update(status=S.ACTIVE)
+    return grant
+
+
+@pytest.mark.parametrize(
+    ("during", "ends"),
+    [
+        (4, 2),  # a permanent raise to 4 during a 1 → 3 grant keeps its own step: 1 + 1
+        (2, 1),  # a permanent lowering to 2 during it: never wider than before the grant
+        (None, None),  # the max removed by admins during it: stays removed
+    ],
+)
+def test_a_per_pod_max_changed_permanently_during_the_grant_loses_only_the_grants_share(
+    team_c_pods_of_one, lead_c, gpu, admin, admin2, strict_policy, during, ends
+):
+    ns = team_c_pods_of_one
+    grant = _active_grant(lead_c, ns, gpu, admin, 2, 4, 3)
+    change = request_submit(
+        request=new_request(lead_c, ns, gpu, 2, 4, per_pod_max=during), acting_user=lead_c
+    )
+    request_approve(request=change, acting_user=admin2)
+    assert Allocation.objects.get(team_namespace=ns).per_pod_max == during
+    requests_expire_due(now=grant.ends_at + timedelta(seconds=1))
+    allocation = Allocation.objects.get(team_namespace=ns)
+    assert (allocation.guarantee, allocation.cap, allocation.per_pod_max) == (2, 4, ends)
+    event = AuditEvent.objects.get(action="request.expired", target_id=str(grant.pk))
+    [line] = event.after["taken_back"]
+    assert line["changed_during_grant"] == ["per_pod_max"]
+    shown = {None: "none"}
+    if during != ends:
+        assert line["fields"] == {
+            "per_pod_max": {"from": shown.get(during, str(during)), "to": str(ends)}
+        }
+    else:
+        assert line["fields"] == {} and "took back nothing" in event.comment
+
+
+def test_an_unchanged_allocation_is_restored_exactly_and_the_event_says_so(
+    team_c_pods_of_one, lead_c, gpu, admin, strict_policy
+):
+    ns = team_c_pods_of_one
+    grant = _active_grant(lead_c, ns, gpu, admin, 3, 4, 3)
+    requests_expire_due(now=grant.ends_at + timedelta(seconds=1))
+    allocation = Allocation.objects.get(team_namespace=ns)
+    assert (allocation.guarantee, allocation.cap, allocation.per_pod_max) == (2, 4, 1)
+    event = AuditEvent.objects.get(action="request.expired", target_id=str(grant.pk))
+    assert (
+        event.comment == "team-c-dev nvidia.com/gpu: took back guarantee 3 → 2, per-pod max 3 → 1"
+    )
+    assert event.after["taken_back"][0]["changed_during_grant"] == []
+
+
+# The rule itself (approvals.grants.grant_end_values), field by field.
+
+KNOWN = ["production-inference", "training", "experiment"]
+
+
+def v(guarantee, cap, per_pod_max=None, classes=()):
+    return {
+        "guarantee": D(guarantee),
+        "cap": D(cap),
+        "per_pod_max": None if per_pod_max is None else D(per_pod_max),
+        "priority_classes": sorted(classes),
+    }
+
+
+EXP, TRAIN, PROD = "experiment", "training", "production-inference"
+
+
+@pytest.mark.parametrize(
+    ("before", "granted", "now", "ends"),
+    [
+        # Another field changed meanwhile: every field the grant widened comes back.
+        (v(2, 4, 1, [EXP]), v(2, 4, 4, [EXP]), v(1, 4, 4, [EXP]), v(1, 4, 1, [EXP])),
+        (v(2, 4, 1, [EXP]), v(2, 4, 1, [EXP, TRAIN]), v(1, 4, 1, [EXP, TRAIN]), v(1, 4, 1, [EXP])),
+        (v(2, 4, 1, [EXP]), v(2, 4, None, []), v(1, 4, None, []), v(1, 4, 1, [EXP])),
+        # Amounts: the grant's change comes off the value now (a lowering it made comes back).
+        (v(2, 4), v(4, 6), v(4, 7), v(2, 5)),
+        (v(2, 4), v(4, 6), v(3, 6), v(1, 4)),
+        (v(6, 10), v(2, 10), v(1, 10), v(5, 10)),
+        # The same per-pod max changed permanently during the grant.
+        (v(2, 8, 1), v(2, 8, 4), v(2, 8, 6), v(2, 8, 3)),
+        (v(2, 8, 1), v(2, 8, 4), v(2, 8, 2), v(2, 8, 1)),
+        (v(2, 8, 3), v(2, 8, 6), v(2, 8, 2), v(2, 8, 2)),
+        (v(2, 8, 1), v(2, 8, None), v(2, 8, 3), v(2, 8, 1)),
+        (v(2, 8, 1), v(2, 8, 4), v(2, 8, None), v(2, 8, None)),
+        # A per-pod max the grant did not widen: as it is now.
+        (v(2, 8, 4), v(3, 8, 4), v(3, 8, 2), v(2, 8, 2)),
+        (v(2, 8, 4), v(2, 8, 2), v(2, 8, 2), v(2, 8, 4)),
+        # The same classes changed permanently during the grant: only the grant's go.
+        (
+            v(2, 4, None, [EXP]),
+            v(2, 4, None, [EXP, TRAIN]),
+            v(2, 4, None, [EXP, PROD, TRAIN]),
+            v(2, 4, None, [EXP, PROD]),
+        ),
+        (
+            v(2, 4, None, [EXP]),
+            v(2, 4, None, [EXP, TRAIN]),
+            v(2, 4, None, []),
+            v(2, 4, None, [EXP, PROD]),
+        ),
+        (v(2, 4, None, [EXP]), v(2, 4, None, []), v(2, 4, None, [TRAIN]), v(2, 4, None, [EXP])),
+        (
+            v(2, 4, None, [EXP, TRAIN]),
+            v(2, 4, None, [EXP, TRAIN, PROD]),
+            v(2, 4, None, [PROD]),
+            v(2, 4, None, [EXP, TRAIN]),
+        ),
+        # A grant for an allocation that allowed nothing: nothing the grant allowed stays.
+        (v(0, 0), v(0, 2, None, [PROD]), v(0, 3, None, [PROD]), v(0, 0, None, [PROD])),
+        (v(0, 0), v(0, 2, None, [PROD]), v(0, 3, None, [EXP, PROD]), v(0, 1, None, [EXP])),
+        (v(0, 0), v(0, 2), v(0, 3, 2), v(0, 0)),
+    ],
+)
+def test_grant_end_values(before, granted, now, ends):
+    from approvals.grants import grant_end_values
+
+    assert grant_end_values(before=before, granted=granted, now=now, known_classes=KNOWN) == ends
