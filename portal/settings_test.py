@@ -24,6 +24,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
 # Clusters of tests reach only the sandboxes the tests start, never a demo on the default port.
 KUBE_SANDBOX_URL = "http://127.0.0.1:9"
+# No anchor file shared by every test (the demo's default in PORTAL_VAR_DIR): a test that
+# anchors names its own.
+AUDIT_ANCHOR_FILE = ""
 KUBE_REQUEST_TIMEOUT = 5.0
 # Throttle counts stay in each test process's memory and are cleared between tests
 # (tests/conftest.py); tests/portal/test_api_throttling.py runs them on Redis too.

@@ -1,15 +1,19 @@
-"""Django admin for the quota model.
+"""Django admin for the quota model, people and role groups.
 
 The admin is no side door: allocations are read-only here (they change through quota
-requests: rules, approval, version, audit, sync), and capacity and priority class edits go
-through the same services as everywhere else (checked, audited, synced), deletes included
-(refused while allocations depend on them). Nothing that would delete allocations or their
-history is offered.
+requests: rules, approval, version, audit, sync), and every other save or delete (clusters,
+capacities, resources, priority classes, teams and their memberships and namespaces, users
+and groups) goes through the same services as everywhere else (checked, audited in the same
+transaction, synced), inline rows included; deletes are refused while something depends on
+the object. Nothing that would delete allocations or their history is offered.
 """
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group, User
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
@@ -18,6 +22,12 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
 from common.errors import ApplicationError
+from quotas.clusters import (
+    cluster_delete,
+    cluster_save,
+    resource_delete,
+    resource_save,
+)
 from quotas.kube.client import KubeError
 from quotas.kube.status import cluster_backend_problems
 from quotas.kube.sync import cluster_preview
@@ -40,6 +50,15 @@ from quotas.models import (
     TeamNamespace,
 )
 from quotas.models.audit import AuditChainHead
+from quotas.people import (
+    group_check,
+    group_delete,
+    group_delete_problems,
+    group_save,
+    user_delete,
+    user_delete_problems,
+    user_save,
+)
 from quotas.services import (
     PRIORITY_CLASS_IMMUTABLE,
     cluster_capacity_check,
@@ -52,6 +71,16 @@ from quotas.services import (
     priority_class_delete_problems,
     priority_class_save,
     team_namespace_set_shadow,
+)
+from quotas.teams import (
+    team_check,
+    team_delete,
+    team_membership_delete,
+    team_membership_save,
+    team_namespace_check,
+    team_namespace_delete,
+    team_namespace_save,
+    team_save,
 )
 from quotas.usage import admin as usage_admin  # noqa: F401  (registers the usage models)
 from quotas.usage import suggestions_admin  # noqa: F401  (registers Suggestion)
@@ -73,6 +102,134 @@ class ViewOnlyInline(admin.TabularInline):
         return False
 
 
+class ServiceErrorsForm(forms.ModelForm):
+    """Shows a service's refusal on the field it names instead of failing the save."""
+
+    def add_service_error(self, exc: ApplicationError) -> None:
+        self.add_error(exc.field if exc.field in self.fields else None, exc.message)
+
+    def check_with(self, check, **kwargs) -> None:
+        try:
+            check(**kwargs)
+        except ApplicationError as exc:
+            self.add_service_error(exc)
+
+
+def _membership_save(obj, user) -> None:
+    team_membership_save(membership=obj, acting_user=user, comment="Django admin")
+
+
+def _membership_delete(obj, user) -> None:
+    team_membership_delete(membership=obj, acting_user=user, comment="Django admin")
+
+
+def _namespace_save(obj, user) -> None:
+    team_namespace_save(team_namespace=obj, acting_user=user, comment="Django admin")
+
+
+def _namespace_delete(obj, user) -> None:
+    team_namespace_delete(team_namespace=obj, acting_user=user, comment="Django admin")
+
+
+# The services of the rows inlines edit: model -> (save, delete).
+INLINE_SERVICES = {
+    TeamMembership: (_membership_save, _membership_delete),
+    TeamNamespace: (_namespace_save, _namespace_delete),
+}
+
+
+class SaveThroughServiceMixin:
+    """Saves go through the object's service (checked, audited), inline rows through theirs
+    (INLINE_SERVICES). A refusal the form could not foresee (the object changed meanwhile)
+    comes back as a message, with the whole save rolled back."""
+
+    def save_through_service(self, request, obj, form) -> None:
+        raise NotImplementedError
+
+    def save_model(self, request, obj, form, change):
+        self.save_through_service(request, obj, form)
+
+    def save_formset(self, request, form, formset, change):
+        instances = formset.save(commit=False)  # lists the changes, saves nothing
+        if formset.model not in INLINE_SERVICES:
+            if instances or formset.deleted_objects:  # only read-only inlines come here
+                raise ApplicationError(
+                    _("%(rows)s are changed elsewhere, not here")
+                    % {"rows": formset.model._meta.verbose_name_plural}
+                )
+            return
+        save, delete = INLINE_SERVICES[formset.model]
+        for obj in formset.deleted_objects:
+            delete(obj, request.user)
+        for obj in instances:
+            save(obj, request.user)
+        formset.save_m2m()
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
+            return redirect(request.get_full_path())
+
+
+class ServiceDeletesMixin:
+    """Django's delete views (which refuse while protected objects depend on the object), with
+    the delete itself done by the object's service, audited; a selection in one transaction.
+    The service's own refusal (the object changed meanwhile) comes back as a message."""
+
+    def delete_through_service(self, request, obj) -> None:
+        raise NotImplementedError
+
+    def _back_to(self, obj):
+        opts = self.model._meta
+        return redirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk]))
+
+    def delete_view(self, request, object_id, extra_context=None):
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
+            return self._back_to(self.get_object(request, unquote(object_id)))
+
+    def delete_model(self, request, obj):
+        self.delete_through_service(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        try:
+            with transaction.atomic():
+                for obj in queryset:
+                    self.delete_through_service(request, obj)
+        except ApplicationError as exc:  # changed between the page and the confirmation
+            messages.error(request, exc.message)
+
+
+class DeleteThroughServiceMixin(ServiceDeletesMixin):
+    """Delete one object at a time through its service: the refusal (and why) is shown on the
+    object's page instead of a confirmation; no bulk delete bypasses the checks."""
+
+    def delete_problems(self, obj) -> list[str]:
+        raise NotImplementedError
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    def delete_view(self, request, object_id, extra_context=None):
+        obj = self.get_object(request, unquote(object_id))
+        if obj is not None:
+            # Who may not delete is refused as such, before being told why it could not be.
+            if not self.has_delete_permission(request, obj):
+                raise PermissionDenied
+            problems = self.delete_problems(obj)
+            if problems:
+                for problem in problems:
+                    messages.error(request, problem)
+                return self._back_to(obj)
+        return super().delete_view(request, object_id, extra_context)
+
+
 class ClusterCapacityInline(ViewOnlyInline):
     model = ClusterCapacity
     fields = ["resource", "capacity"]
@@ -80,8 +237,26 @@ class ClusterCapacityInline(ViewOnlyInline):
     verbose_name_plural = "cluster capacities (change them under Cluster capacities)"
 
 
+class TeamNamespaceForm(ServiceErrorsForm):
+    class Meta:
+        model = TeamNamespace
+        fields = ["name", "team", "cluster", "workload_class"]
+
+    def clean(self):
+        data = super().clean()
+        if data.get("cluster") is not None:
+            moved = TeamNamespace(
+                pk=self.instance.pk,
+                name=data.get("name") or self.instance.name,
+                cluster=data["cluster"],
+            )
+            self.check_with(team_namespace_check, team_namespace=moved)
+        return data
+
+
 class TeamNamespaceInline(admin.TabularInline):
     model = TeamNamespace
+    form = TeamNamespaceForm
     extra = 0
     fields = ["name", "team", "cluster", "workload_class"]
     autocomplete_fields = ["team", "cluster"]
@@ -96,7 +271,7 @@ class AllocationInline(ViewOnlyInline):
 
 
 @admin.register(Cluster)
-class ClusterAdmin(admin.ModelAdmin):
+class ClusterAdmin(SaveThroughServiceMixin, ServiceDeletesMixin, admin.ModelAdmin):
     list_display = [
         "name",
         "environment",
@@ -145,6 +320,12 @@ class ClusterAdmin(admin.ModelAdmin):
         ),
     ]
 
+    def save_through_service(self, request, obj, form) -> None:
+        cluster_save(cluster=obj, acting_user=request.user, comment="Django admin")
+
+    def delete_through_service(self, request, obj) -> None:
+        cluster_delete(cluster=obj, acting_user=request.user, comment="Django admin")
+
     @admin.display(description="preview")
     def preview_link(self, obj: Cluster) -> str:
         if not obj.pk:
@@ -176,8 +357,6 @@ class ClusterAdmin(admin.ModelAdmin):
     def preview_view(self, request, cluster_id: int):
         cluster = get_object_or_404(Cluster, pk=cluster_id)
         if not self.has_view_permission(request, cluster):
-            from django.core.exceptions import PermissionDenied
-
             raise PermissionDenied
         error = ""
         try:
@@ -244,58 +423,16 @@ class ClusterAdmin(admin.ModelAdmin):
 
 
 @admin.register(Resource)
-class ResourceAdmin(admin.ModelAdmin):
+class ResourceAdmin(SaveThroughServiceMixin, ServiceDeletesMixin, admin.ModelAdmin):
     list_display = ["name", "display_name", "kind", "unit", "gpu_model"]
     list_filter = ["kind", "gpu_model"]
     search_fields = ["name", "display_name", "gpu_model"]
 
-
-class ServiceErrorsForm(forms.ModelForm):
-    """Shows a service's refusal on the field it names instead of failing the save."""
-
-    def add_service_error(self, exc: ApplicationError) -> None:
-        self.add_error(exc.field if exc.field in self.fields else None, exc.message)
-
-
-class DeleteThroughServiceMixin:
-    """Delete one object at a time through its service: the refusal (and why) is shown on the
-    object's page instead of a confirmation; no bulk delete bypasses the checks."""
-
-    def delete_problems(self, obj) -> list[str]:
-        raise NotImplementedError
+    def save_through_service(self, request, obj, form) -> None:
+        resource_save(resource=obj, acting_user=request.user, comment="Django admin")
 
     def delete_through_service(self, request, obj) -> None:
-        raise NotImplementedError
-
-    def get_actions(self, request):
-        actions = super().get_actions(request)
-        actions.pop("delete_selected", None)
-        return actions
-
-    def _back_to(self, obj):
-        opts = self.model._meta
-        return redirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk]))
-
-    def delete_view(self, request, object_id, extra_context=None):
-        obj = self.get_object(request, unquote(object_id))
-        if obj is not None:
-            problems = self.delete_problems(obj)
-            if problems:
-                for problem in problems:
-                    messages.error(request, problem)
-                return self._back_to(obj)
-        try:
-            return super().delete_view(request, object_id, extra_context)
-        except ApplicationError as exc:  # changed between the page and the confirmation
-            messages.error(request, exc.message)
-            return self._back_to(obj)
-
-    def delete_model(self, request, obj):
-        self.delete_through_service(request, obj)
-
-    def delete_queryset(self, request, queryset):
-        for obj in queryset:
-            self.delete_through_service(request, obj)
+        resource_delete(resource=obj, acting_user=request.user, comment="Django admin")
 
 
 class ClusterCapacityForm(ServiceErrorsForm):
@@ -378,8 +515,25 @@ class TeamMembershipInline(admin.TabularInline):
     autocomplete_fields = ["user"]
 
 
+class TeamForm(ServiceErrorsForm):
+    class Meta:
+        model = Team
+        fields = ["slug", "name", "description", "parent", "contact_email"]
+
+    def clean(self):
+        data = super().clean()
+        team = Team(
+            pk=self.instance.pk,
+            slug=data.get("slug") or self.instance.slug,
+            parent=data.get("parent"),
+        )
+        self.check_with(team_check, team=team)
+        return data
+
+
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
+class TeamAdmin(SaveThroughServiceMixin, ServiceDeletesMixin, admin.ModelAdmin):
+    form = TeamForm
     list_display = ["slug", "name", "parent", "contact_email"]
     list_select_related = ["parent"]
     list_filter = ["parent"]
@@ -387,18 +541,31 @@ class TeamAdmin(admin.ModelAdmin):
     autocomplete_fields = ["parent"]
     inlines = [TeamMembershipInline, TeamNamespaceInline]
 
+    def save_through_service(self, request, obj, form) -> None:
+        team_save(team=obj, acting_user=request.user, comment="Django admin")
+
+    def delete_through_service(self, request, obj) -> None:
+        team_delete(team=obj, acting_user=request.user, comment="Django admin")
+
 
 @admin.register(TeamMembership)
-class TeamMembershipAdmin(admin.ModelAdmin):
+class TeamMembershipAdmin(SaveThroughServiceMixin, ServiceDeletesMixin, admin.ModelAdmin):
     list_display = ["user", "team", "role"]
     list_select_related = ["user", "team"]
     list_filter = ["role", "team"]
     search_fields = ["user__username", "user__email", "team__slug"]
     autocomplete_fields = ["user", "team"]
 
+    def save_through_service(self, request, obj, form) -> None:
+        _membership_save(obj, request.user)
+
+    def delete_through_service(self, request, obj) -> None:
+        _membership_delete(obj, request.user)
+
 
 @admin.register(TeamNamespace)
-class TeamNamespaceAdmin(admin.ModelAdmin):
+class TeamNamespaceAdmin(SaveThroughServiceMixin, ServiceDeletesMixin, admin.ModelAdmin):
+    form = TeamNamespaceForm
     list_display = ["name", "cluster", "team", "workload_class", "shadow"]
     list_select_related = ["cluster", "team"]
     list_filter = ["cluster", "workload_class", "shadow", "team__parent"]
@@ -408,7 +575,14 @@ class TeamNamespaceAdmin(admin.ModelAdmin):
     inlines = [AllocationInline]
     actions = ["shadow_on", "shadow_off"]
     # Deleting a namespace would delete its allocations and their history: Django's delete
-    # views refuse it because allocations cannot be deleted here (see AllocationAdmin).
+    # views refuse it because allocations cannot be deleted here (see AllocationAdmin), and
+    # the service refuses it too.
+
+    def save_through_service(self, request, obj, form) -> None:
+        _namespace_save(obj, request.user)
+
+    def delete_through_service(self, request, obj) -> None:
+        _namespace_delete(obj, request.user)
 
     @admin.action(
         description=gettext_lazy("Shadow: compute but do not write (canary)"),
@@ -624,3 +798,70 @@ class SyncObjectResultAdmin(ReadOnlyAdmin):
     list_filter = ["action", "kind", "run__cluster"]
     search_fields = ["namespace", "name", "error"]
     readonly_fields = [f.name for f in SyncObjectResult._meta.fields]
+
+
+# --- people and role groups: Django's own pages, saved through quotas.people -----------------
+
+
+class GroupForm(ServiceErrorsForm):
+    class Meta:
+        model = Group
+        fields = ["name", "permissions"]
+
+    def clean(self):
+        data = super().clean()
+        if data.get("name"):
+            self.check_with(group_check, group=Group(pk=self.instance.pk, name=data["name"]))
+        return data
+
+
+admin.site.unregister(Group)
+admin.site.unregister(User)
+
+
+@admin.register(Group)
+class PortalGroupAdmin(SaveThroughServiceMixin, DeleteThroughServiceMixin, GroupAdmin):
+    form = GroupForm
+
+    def save_through_service(self, request, obj, form) -> None:
+        group_save(
+            group=obj,
+            permissions=form.cleaned_data.get("permissions"),
+            acting_user=request.user,
+            comment="Django admin",
+        )
+
+    def save_related(self, request, form, formsets, change):
+        pass  # the permissions were saved with the group, in its audited change
+
+    def delete_problems(self, obj) -> list[str]:
+        return group_delete_problems(group=obj)
+
+    def delete_through_service(self, request, obj) -> None:
+        group_delete(group=obj, acting_user=request.user, comment="Django admin")
+
+
+@admin.register(User)
+class PortalUserAdmin(SaveThroughServiceMixin, DeleteThroughServiceMixin, UserAdmin):
+    """Django's user pages; a save (groups and permissions with it) and a delete are one
+    audited change each, with the portal roles before and after (quotas.people)."""
+
+    def save_through_service(self, request, obj, form) -> None:
+        user_save(
+            user=obj,
+            groups=form.cleaned_data.get("groups"),
+            user_permissions=form.cleaned_data.get("user_permissions"),
+            acting_user=request.user,
+            comment="Django admin",
+        )
+
+    def save_related(self, request, form, formsets, change):
+        # The groups and permissions were saved with the user, in its audited change.
+        for formset in formsets:
+            self.save_formset(request, form, formset, change=change)
+
+    def delete_problems(self, obj) -> list[str]:
+        return user_delete_problems(user=obj)
+
+    def delete_through_service(self, request, obj) -> None:
+        user_delete(user=obj, acting_user=request.user, comment="Django admin")

@@ -4,7 +4,9 @@ Appenders serialize on one chain-head row, so the chain never forks and seq has 
 the database refuses UPDATE and DELETE on the events (migration 0003_audit_chain). Each event
 also carries an HMAC-SHA256 of its hash with a key kept outside the database (AUDIT_MAC_KEY), so
 a log rewritten with recomputed hashes shows; anchors written outside the database
-(quotas.audit_anchors) make a log that was emptied or cut short show too.
+(quotas.audit_anchors) make a log that was emptied or cut short show too, and so does the
+completeness check: every allocation version and request state the database holds must have
+its event (AUDIT_COVERAGE), anchors or not.
 """
 
 import datetime
@@ -21,12 +23,13 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, transaction
-from django.db.models import CharField, Q, QuerySet
+from django.db.models import BigIntegerField, CharField, Field, IntegerField, Q, QuerySet
+from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
 from quotas.audit_anchors import Anchor
 from quotas.locks import lock_audit_head
-from quotas.models import Allocation, Team, TeamNamespace
+from quotas.models import Allocation, AllocationVersion, Team, TeamNamespace
 from quotas.models.audit import AuditChainHead, AuditEvent
 
 log = logging.getLogger(__name__)
@@ -203,6 +206,22 @@ def audit_record(
     return event
 
 
+def audit_changed_fields(
+    before: dict | None, after: dict | None, *, keep: Iterable[str] = ()
+) -> tuple[dict | None, dict | None] | None:
+    """What the event of a change from state ``before`` to ``after`` records: on a change the
+    fields that differ and those of ``keep`` (what names the object), on a creation (no before)
+    or a deletion (no after) the whole state; None when nothing changed (no event)."""
+    if before is None or after is None:
+        return None if before is None and after is None else (before, after)
+    old, new = _as_stored_json(before), _as_stored_json(after)
+    changed = [key for key in {**old, **new} if old.get(key) != new.get(key)]
+    if not changed:
+        return None
+    fields = [*(k for k in keep if k not in changed), *changed]
+    return {k: old.get(k) for k in fields}, {k: new.get(k) for k in fields}
+
+
 @dataclass(frozen=True)
 class AuditVerification:
     ok: bool
@@ -210,6 +229,8 @@ class AuditVerification:
     first_broken_seq: int | None
     reason: str
     anchors_checked: int = 0
+    # Rows the log should have events of and has not (the completeness check), in words.
+    missing: tuple[str, ...] = ()
 
 
 def _broken(checked: int, seq: int, reason: str, anchors: int = 0) -> AuditVerification:
@@ -218,11 +239,16 @@ def _broken(checked: int, seq: int, reason: str, anchors: int = 0) -> AuditVerif
     )
 
 
-def audit_verify(*, batch_size: int = 2000, anchors: Iterable[Anchor] = ()) -> AuditVerification:
-    """Recompute the chain and its MACs from event 1, then hold it against the anchors.
+def audit_verify(
+    *, batch_size: int = 2000, anchors: Iterable[Anchor] = (), complete: bool = True
+) -> AuditVerification:
+    """Recompute the chain and its MACs from event 1, hold it against the anchors, then (with
+    ``complete``) against the rows it audits (audit_missing_events).
 
     Reports the first broken link: a missing event, a hash or MAC that does not match, an
-    anchor recording an event the log no longer has or a MAC the event no longer carries.
+    anchor recording an event the log no longer has or a MAC the event no longer carries; or,
+    the chain being sound, the rows whose events are gone (a log emptied or cut short together
+    with its head, where no anchor was kept).
     Reads in seq-ordered batches (keyset pages on the unique seq index), so memory stays flat
     for millions of events and no long transaction is held. Events appended while it runs,
     after the head read at the start, are left for the next run.
@@ -304,9 +330,103 @@ def audit_verify(*, batch_size: int = 2000, anchors: Iterable[Anchor] = ()) -> A
                 f"({anchor.source}) (rewritten?)",
                 number - 1,
             )
+    # The chain is sound: where the log was emptied or cut short together with its head and
+    # no anchor was kept, the rows it audits still show what it lacks.
+    missing = tuple(audit_missing_events()) if complete else ()
+    reason = "; ".join(missing) + " (events deleted, or the log emptied or cut short?)"
     return AuditVerification(
-        ok=True, checked=checked, first_broken_seq=None, reason="", anchors_checked=len(anchors)
+        ok=not missing,
+        checked=checked,
+        first_broken_seq=None,
+        reason=reason if missing else "",
+        anchors_checked=len(anchors),
+        missing=missing,
     )
+
+
+# --- completeness: the rows whose every state the log must hold -------------------------------
+
+
+@dataclass(frozen=True)
+class AuditCoverage:
+    """Rows of which each must have its event, compared as sets (one EXCEPT query).
+
+    ``rows()`` is a values_list of field names giving (target id, value) pairs, or target ids
+    alone when ``after_key`` is None; an event of one of ``actions`` about ``target_type``
+    records the pair as (its target_id, its ``after[after_key]``). ``describe`` names some
+    missing pairs in words; ``event`` says which event each row should have.
+    """
+
+    what: str  # plural: "allocation versions"
+    event: str  # "allocation.changed event"
+    target_type: str
+    actions: tuple[str, ...]
+    rows: Callable[[], QuerySet]
+    describe: Callable[[list[tuple]], list[str]]
+    after_key: str | None = None
+    value_field: Field | None = None  # the type of after[after_key] as the rows hold it
+
+
+# By ``what``: quotas registers its allocation versions below, other apps theirs in ready()
+# (approvals: its requests), so the log needs no knowledge of the apps that write to it.
+AUDIT_COVERAGE: dict[str, AuditCoverage] = {}
+MISSING_SHOWN = 5
+
+
+def audit_coverage(coverage: AuditCoverage) -> None:
+    AUDIT_COVERAGE[coverage.what] = coverage
+
+
+def _recorded(coverage: AuditCoverage) -> QuerySet:
+    # Only ids of digits are cast: PostgreSQL would fail the whole check on any other text.
+    events = AuditEvent.objects.order_by().filter(
+        target_type=coverage.target_type, action__in=coverage.actions, target_id__regex=r"^[0-9]+$"
+    )
+    target = Cast("target_id", BigIntegerField())
+    if coverage.after_key is None:
+        return events.values_list(target)
+    value = Cast(KT(f"after__{coverage.after_key}"), coverage.value_field)
+    return events.values_list(target, value)
+
+
+def audit_missing_events() -> list[str]:
+    """Per kind of row, those the log has no event of: one set difference each (rows EXCEPT
+    what the events record), so the cost grows with rows and events, never their product."""
+    problems = []
+    for coverage in AUDIT_COVERAGE.values():
+        rows = coverage.rows().order_by()
+        missing = rows.difference(_recorded(coverage))
+        count = missing.count()
+        if not count:
+            continue
+        shown = list(missing.order_by(*rows.query.values_select)[:MISSING_SHOWN])
+        names = ", ".join(coverage.describe(shown)) + (", …" if count > len(shown) else "")
+        problems.append(f"{coverage.what} without their {coverage.event}: {count} ({names})")
+    return problems
+
+
+def _describe_allocation_versions(pairs: list[tuple]) -> list[str]:
+    names = {
+        a.pk: f"{a.team_namespace.cluster.name}/{a.team_namespace.name} {a.resource.name}"
+        for a in Allocation.objects.select_related("team_namespace__cluster", "resource").filter(
+            pk__in={allocation_id for allocation_id, _ in pairs}
+        )
+    }
+    return [f"{names.get(pk, f'allocation {pk}')} version {version}" for pk, version in pairs]
+
+
+audit_coverage(
+    AuditCoverage(
+        what="allocation versions",
+        event="allocation.changed event",
+        target_type="Allocation",
+        actions=("allocation.changed",),
+        rows=lambda: AllocationVersion.objects.values_list("allocation_id", "version"),
+        after_key="version",
+        value_field=IntegerField(),
+        describe=_describe_allocation_versions,
+    )
+)
 
 
 def audit_events_filtered(
@@ -338,8 +458,9 @@ def _ids_as_text(queryset: QuerySet) -> QuerySet:
 
 
 def audit_events_of_team(events: QuerySet[AuditEvent], team_id: int) -> QuerySet[AuditEvent]:
-    """The events about the team itself or one of its objects (namespaces, allocations, and
-    whatever other apps registered, such as requests); one query, with subqueries."""
+    """The events about the team itself or one of its objects (namespaces, allocations,
+    memberships, and whatever other apps registered, such as requests); one query, with
+    subqueries."""
     kinds: dict[str, TeamTargets] = {
         "Team": lambda t: Team.objects.filter(pk=t),
         "TeamNamespace": lambda t: TeamNamespace.objects.filter(team_id=t),
@@ -350,6 +471,10 @@ def audit_events_of_team(events: QuerySet[AuditEvent], team_id: int) -> QuerySet
         Q(target_type=target_type, target_id__in=_ids_as_text(targets(team_id)))
         for target_type, targets in kinds.items()
     ]
+    # Memberships name their team in every event (quotas.teams): found after they are gone.
+    about_team.append(
+        Q(target_type="TeamMembership") & (Q(before__team_id=team_id) | Q(after__team_id=team_id))
+    )
     return events.filter(reduce(operator.or_, about_team))
 
 

@@ -93,9 +93,12 @@ def audit_anchor_write(*, reason: str, path: str | None = None) -> Anchor | None
     return anchor
 
 
+ANCHOR_FILE_MODE = 0o600  # of a file this creates: the owner's alone
+
+
 def _append_line(path: Path, line: str) -> None:
     # O_APPEND: one write() per line lands whole at the end, even with several writers.
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, ANCHOR_FILE_MODE)
     try:
         os.write(fd, (line + "\n").encode())
         os.fsync(fd)

@@ -43,3 +43,24 @@ def audit_mac_key_deploy(app_configs, **kwargs) -> list:
             )
         ]
     return []
+
+
+@register(Tags.security, deploy=True)
+def audit_anchor_deploy(app_configs, **kwargs) -> list:
+    if settings.DEBUG or (settings.AUDIT_ANCHOR_FILE and not settings.AUDIT_ANCHOR_FILE_IS_DEMO):
+        return []
+    where = (
+        f"only in the demo's file {settings.AUDIT_ANCHOR_FILE}, beside the portal's data"
+        if settings.AUDIT_ANCHOR_FILE
+        else "nowhere but the log stream"
+    )
+    return [
+        Error(
+            f"AUDIT_ANCHOR_FILE is not set: the audit log's head is anchored {where}, so a log "
+            "emptied together with its head may go unnoticed.",
+            hint="Set AUDIT_ANCHOR_FILE to an append-only file (chattr +a) on storage the "
+            "database's users cannot reach (the anchors are also logged by quotas.audit.anchor, "
+            "for log shipping).",
+            id="quotas.E003",
+        )
+    ]

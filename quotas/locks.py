@@ -10,17 +10,26 @@ other locks. (An UPDATE locks its rows too: ``cluster_plan_touch`` locks the clu
 
 from collections.abc import Iterable
 
+from django.contrib.auth.models import Group, User
+
 from quotas.models.allocations import Allocation
 from quotas.models.audit import AuditChainHead
-from quotas.models.clusters import Cluster, ClusterCapacity, PriorityClass
+from quotas.models.clusters import Cluster, ClusterCapacity, PriorityClass, Resource
 from quotas.models.suggestions import Suggestion
-from quotas.models.teams import TeamNamespace
+from quotas.models.teams import Team, TeamMembership, TeamNamespace
 
 # Each function locks the rows of its own table only (FOR UPDATE OF): a plain FOR UPDATE locks
 # every table the statement joins, and a model's default ordering joins tables.
 SELF = ("self",)
 
 LOCK_ORDER: tuple[str, ...] = (
+    # Who is who and the catalogue (edited in the admin, quotas.people, quotas.teams,
+    # quotas.clusters): before anything a decision locks.
+    "auth.Group",
+    "auth.User",
+    "quotas.Team",
+    "quotas.TeamMembership",
+    "quotas.Resource",
     # A request made from a suggestion: one at a time, so two clicks make one request.
     "quotas.Suggestion",
     # What a decision draws on: two admins approving competing requests serialize here
@@ -54,6 +63,26 @@ def _first(query):
     return query.select_for_update(of=SELF).first()
 
 
+def lock_group(group_id: int) -> Group | None:
+    return _first(Group.objects.filter(pk=group_id))
+
+
+def lock_user(user_id: int) -> User | None:
+    return _first(User.objects.filter(pk=user_id))
+
+
+def lock_team(team_id: int) -> Team | None:
+    return _first(Team.objects.filter(pk=team_id))
+
+
+def lock_membership(membership_id: int) -> TeamMembership | None:
+    return _first(TeamMembership.objects.filter(pk=membership_id))
+
+
+def lock_resource(resource_id: int) -> Resource | None:
+    return _first(Resource.objects.filter(pk=resource_id))
+
+
 def _pairs(model, fields: tuple[str, str], pairs: Iterable[tuple[int, int]]) -> None:
     """The rows of ``model`` whose two ``fields`` hold one of the ``pairs`` (those that exist)."""
     pairs = sorted(set(pairs))
@@ -63,6 +92,18 @@ def _pairs(model, fields: tuple[str, str], pairs: Iterable[tuple[int, int]]) -> 
     for values in pairs:
         query |= model.objects.filter(**dict(zip(fields, values, strict=True)))
     _ids(query)
+
+
+def lock_deleted_with_cluster(cluster_id: int) -> None:
+    """What deleting the cluster deletes with it and LOCK_ORDER puts first: its suggestions
+    and capacities (before the cluster itself is locked)."""
+    _ids(Suggestion.objects.filter(cluster_id=cluster_id))
+    _ids(ClusterCapacity.objects.filter(cluster_id=cluster_id))
+
+
+def lock_deleted_with_namespace(team_namespace_id: int) -> None:
+    """What deleting the team namespace deletes with it and LOCK_ORDER puts first."""
+    _ids(Suggestion.objects.filter(team_namespace_id=team_namespace_id))
 
 
 def lock_capacities(pairs: Iterable[tuple[int, int]]) -> None:

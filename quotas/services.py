@@ -5,8 +5,10 @@ from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 
 from django.contrib.auth.models import User
-from django.db import transaction
-from django.db.models import F, Sum
+from django.core.exceptions import NON_FIELD_ERRORS
+from django.core.exceptions import ValidationError as ModelValidationError
+from django.db import models, transaction
+from django.db.models import F, ProtectedError, Sum
 from django.utils.translation import gettext as _
 
 from common.amounts import format_amount
@@ -56,6 +58,40 @@ def _amount(value: object, field: str) -> Decimal:
             field=field,
         )
     return amount
+
+
+def model_checked(instance: models.Model, *, exclude: Iterable[str] = ()) -> None:
+    """The model's own rules (field validators, uniqueness, constraints) as a ValidationFailed
+    naming the first field that breaks one; every field's errors are in ``extra["errors"]``."""
+    try:
+        instance.full_clean(exclude=list(exclude))
+    except ModelValidationError as exc:
+        errors = (
+            exc.message_dict if hasattr(exc, "error_dict") else {NON_FIELD_ERRORS: exc.messages}
+        )
+        field, messages = next(iter(errors.items()))
+        named = None if field == NON_FIELD_ERRORS else field
+        raise ValidationFailed(
+            f"{named}: {messages[0]}" if named else messages[0],
+            field=named,
+            extra={"errors": errors},
+        ) from None
+
+
+def deleted_or_refused(instance: models.Model) -> None:
+    """Delete ``instance``, or refuse with the objects that still depend on it (PROTECT)."""
+    try:
+        instance.delete()
+    except ProtectedError as exc:
+        names = sorted({str(o) for o in exc.protected_objects})
+        raise ValidationFailed(
+            _("%(object)s is still used by %(count)s object(s): %(objects)s")
+            % {
+                "object": str(instance),
+                "count": len(names),
+                "objects": ", ".join(names[:10]) + (" …" if len(names) > 10 else ""),
+            },
+        ) from None
 
 
 def allocation_values_check(
@@ -404,10 +440,18 @@ def priority_class_save(
     return priority_class
 
 
-def _every_cluster_synced(*, acting_user: User | None, reason: str) -> None:
-    for cluster in lock_clusters():
+def clusters_plan_changed(
+    *, cluster_ids: Iterable[int] | None, acting_user: User | None, reason: str
+) -> None:
+    """Lock the clusters (every one with None), mark their desired state changed and ask for
+    their syncs; call before the audit event (the clusters come before the audit head)."""
+    for cluster in lock_clusters(cluster_ids):
         cluster_plan_touch(cluster_id=cluster.pk)
         cluster_sync_request(cluster=cluster, acting_user=acting_user, reason=reason)
+
+
+def _every_cluster_synced(*, acting_user: User | None, reason: str) -> None:
+    clusters_plan_changed(cluster_ids=None, acting_user=acting_user, reason=reason)
 
 
 def priority_class_delete_problems(*, priority_class: PriorityClass) -> list[str]:

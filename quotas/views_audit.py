@@ -59,10 +59,11 @@ def audit_export_csv(request: HttpRequest) -> HttpResponse:
     filters = audit_filters(request)
     errors = filters.filter_errors()
     if errors:
-        return HttpResponseBadRequest("\n".join(errors), content_type="text/plain")
+        return HttpResponseBadRequest("\n".join(errors), content_type="text/plain; charset=utf-8")
     writer = csv.writer(_Echo())
     response = StreamingHttpResponse(
-        (writer.writerow(row) for row in audit_csv_rows(filters.qs)), content_type="text/csv"
+        (writer.writerow(row) for row in audit_csv_rows(filters.qs)),
+        content_type="text/csv; charset=utf-8",
     )
     response["Content-Disposition"] = 'attachment; filename="audit-log.csv"'
     return response

@@ -291,6 +291,32 @@ def test_a_priority_class_an_allocation_allows_is_not_deleted(
     assert err.value.field == "name"
 
 
+def test_a_viewer_deleting_an_object_in_use_is_refused_as_a_viewer(
+    client, auditor, admin, experiment, ns_a, gpu
+):
+    # The business refusal ("allowed by 1 allocation") would tell a viewer what is in use and
+    # suggest that, but for it, they could delete: the permission is checked first.
+    allocation_set(
+        team_namespace=ns_a,
+        resource=gpu,
+        guarantee=1,
+        cap=2,
+        priority_classes=["experiment"],
+        acting_user=admin,
+    )
+    client.force_login(auditor)
+    capacity = ClusterCapacity.objects.get()
+    for url in (
+        f"/admin/quotas/priorityclass/{experiment.pk}/delete/",
+        f"/admin/quotas/clustercapacity/{capacity.pk}/delete/",
+    ):
+        for response in (client.get(url), client.post(url, {"post": "yes"})):
+            assert response.status_code == 403, url
+            assert messages_of(response) == []
+    assert PriorityClass.objects.filter(pk=experiment.pk).exists()
+    assert ClusterCapacity.objects.filter(pk=capacity.pk).exists()
+
+
 def test_an_unused_priority_class_is_deleted_audited_and_synced(
     admin_client, admin, experiment, cluster
 ):

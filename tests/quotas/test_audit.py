@@ -7,9 +7,14 @@ import io
 import itertools
 import json
 import logging
+import os
+import stat
+import subprocess
+import sys
 import threading
 from contextlib import contextmanager
 from decimal import Decimal
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -32,7 +37,10 @@ from quotas.audit import (
 )
 from quotas.audit_anchors import audit_anchor_write, audit_anchors_read
 from quotas.models.audit import AuditChainHead, AuditEvent
+from quotas.services import allocation_set
 from quotas.tasks import anchor_audit_log
+
+ROOT = Path(__file__).resolve().parents[2]
 
 migration = importlib.import_module("quotas.migrations.0003_audit_chain")
 mac_migration = importlib.import_module("quotas.migrations.0008_audit_event_mac")
@@ -330,7 +338,7 @@ class TestVerifyCommand:
         call_command("verify_audit_chain", stdout=out)
         assert out.getvalue().strip() == "audit chain OK: 4 events, 0 anchors match"
 
-    def test_empty_log_is_ok_but_says_a_wipe_would_not_show(self):
+    def test_an_empty_log_of_an_empty_portal_is_ok_but_says_no_anchor_was_compared(self):
         out, err = io.StringIO(), io.StringIO()
         call_command("verify_audit_chain", stdout=out, stderr=err)
         assert out.getvalue().strip() == "audit chain OK: 0 events, 0 anchors match"
@@ -350,8 +358,8 @@ class TestVerifyCommand:
 
 
 def read_csv(response) -> list[list[str]]:
-    assert response["Content-Type"] == "text/csv"
-    body = b"".join(response.streaming_content).decode()
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
+    body = b"".join(response.streaming_content).decode("utf-8")
     return list(csv.reader(io.StringIO(body)))
 
 
@@ -410,6 +418,15 @@ class TestCsvExport:
         response = client.get(self.url, {"since": "last week"})
         assert response.status_code == 400
         assert b"since: give a time as ISO 8601" in response.content
+
+    def test_the_export_says_its_charset_and_keeps_non_ascii_text(self, client, admin, cluster):
+        audit_record(acting_user=admin, action="x", target=cluster, comment="扩容 ½ café")
+        client.force_login(admin)
+        response = client.get(self.url)
+        # Without the charset a spreadsheet guesses the encoding and garbles the comment.
+        assert response["Content-Type"] == "text/csv; charset=utf-8"
+        rows = read_csv(response)
+        assert dict(zip(CSV_HEADER, rows[1], strict=True))["comment"] == "扩容 ½ café"
 
     def test_cells_that_would_run_as_formulas_are_neutralised(self, client, admin, cluster):
         audit_record(acting_user=admin, action="x", target=cluster, comment="=HYPERLINK(1)")
@@ -682,9 +699,159 @@ class TestSystemChecks:
         settings.DEBUG = True
         assert "quotas.E001" not in self.run(deploy=True)
 
-    def test_a_short_key_is_an_error_and_a_good_one_is_clean(self, settings):
+    def test_a_short_key_is_an_error_and_a_good_one_is_clean(self, settings, tmp_path):
         settings.DEBUG = False
+        settings.AUDIT_ANCHOR_FILE = str(tmp_path / "anchors.jsonl")
+        settings.AUDIT_ANCHOR_FILE_IS_DEMO = False
         settings.AUDIT_MAC_KEY = "short"
         assert "quotas.E002" in self.run(deploy=True)
         settings.AUDIT_MAC_KEY = KEY
         assert self.run(deploy=True) == {}
+
+    def test_no_anchor_file_of_ones_own_is_an_error_for_deployment(self, settings, tmp_path):
+        settings.DEBUG = False
+        settings.AUDIT_MAC_KEY = KEY
+        # Unset in the environment: the demo's file in PORTAL_VAR_DIR.
+        settings.AUDIT_ANCHOR_FILE = str(tmp_path / "audit-anchors.jsonl")
+        settings.AUDIT_ANCHOR_FILE_IS_DEMO = True
+        found = self.run(deploy=True)
+        assert set(found) == {"quotas.E003"}
+        assert "AUDIT_ANCHOR_FILE is not set" in found["quotas.E003"]
+        assert "quotas.E003" not in self.run(deploy=False)
+        settings.AUDIT_ANCHOR_FILE, settings.AUDIT_ANCHOR_FILE_IS_DEMO = "", False
+        assert set(self.run(deploy=True)) == {"quotas.E003"}
+        settings.AUDIT_ANCHOR_FILE = "/srv/anchors/audit.jsonl"
+        assert self.run(deploy=True) == {}
+        settings.DEBUG, settings.AUDIT_ANCHOR_FILE = True, ""
+        assert "quotas.E003" not in self.run(deploy=True)
+
+
+def test_the_demo_anchors_in_its_var_dir_by_default(tmp_path):
+    """Nothing set: the anchor file is PORTAL_VAR_DIR/audit-anchors.jsonl (the test settings
+    turn it off, so this reads the portal's own settings in a fresh process)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "PORTAL_", "AUDIT_")) and k != "DATABASE_URL"
+    }
+    env.update(DJANGO_SETTINGS_MODULE="portal.settings", PORTAL_VAR_DIR=str(tmp_path))
+    code = (
+        "import django;django.setup();from django.conf import settings as s;"
+        "print(s.AUDIT_ANCHOR_FILE, s.AUDIT_ANCHOR_FILE_IS_DEMO)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT
+    )
+    assert out.stdout.strip() == f"{tmp_path / 'audit-anchors.jsonl'} True", out.stderr
+    env["AUDIT_ANCHOR_FILE"] = "/srv/anchors/audit.jsonl"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT
+    )
+    assert out.stdout.strip() == "/srv/anchors/audit.jsonl False", out.stderr
+
+
+@pytest.mark.django_db
+def test_an_anchor_file_it_creates_is_the_owners_alone(settings, tmp_path, admin, cluster):
+    settings.AUDIT_ANCHOR_FILE = str(tmp_path / "audit-anchors.jsonl")
+    append(2, user=admin, target=cluster)
+    anchor_audit_log()
+    mode = stat.S_IMODE((tmp_path / "audit-anchors.jsonl").stat().st_mode)
+    assert mode == 0o600, oct(mode)
+
+
+# --- completeness: the log against the rows it audits -------------------------------------------
+
+
+def request_for(lead, ns, gpu, guarantee: int, cap: int):
+    from approvals.lifecycle import request_create
+    from approvals.lines import LineInput
+
+    return request_create(
+        team=ns.team,
+        acting_user=lead,
+        justification="more training runs",
+        lines=[LineInput(ns.pk, gpu.pk, guarantee, cap)],
+        submit=True,
+    )
+
+
+def cut_last(n: int) -> None:
+    """The last ``n`` events gone and the head moved back to the new tip, as someone who can
+    write the database leaves the log: a consistent chain, shorter."""
+    tip = AuditEvent.objects.order_by("-seq").values_list("seq", flat=True).first() - n
+    tamper("DELETE FROM quotas_auditevent WHERE seq > %s", [tip])
+    kept = AuditEvent.objects.get(seq=tip)
+    AuditChainHead.objects.filter(pk=1).update(last_seq=tip, last_hash=kept.hash)
+
+
+@pytest.mark.django_db
+class TestCompleteness:
+    def test_an_intact_log_passes(self, admin, lead_a, alloc_a, ns_a, gpu, strict_policy):
+        allocation_set(team_namespace=ns_a, resource=gpu, guarantee=5, cap=10, acting_user=admin)
+        request_for(lead_a, ns_a, gpu, 7, 8)
+        events = AuditEvent.objects.count()
+
+        assert verify_command() == (0, f"audit chain OK: {events} events, 0 anchors match")
+
+    def test_a_wiped_log_without_anchors_fails_naming_what_it_lacks(
+        self, admin, lead_a, alloc_a, ns_a, gpu, strict_policy
+    ):
+        request = request_for(lead_a, ns_a, gpu, 7, 8)
+        wipe()  # every event and the head: the chain alone reads as an empty, sound log
+
+        code, message = verify_command()
+
+        assert code == 1
+        assert message.startswith("audit log INCOMPLETE: "), message
+        assert (
+            "allocation versions without their allocation.changed event: 1 "
+            "(demo/team-a-training nvidia.com/gpu version 1)"
+        ) in message
+        assert "requests without their request.draft event (of their creation): 1 " in message
+        assert f"(request #{request.pk})" in message
+        assert f"request #{request.pk} ({request.status})" in message
+
+    def test_a_log_cut_short_with_its_head_fails(self, admin, alloc_a, ns_a, gpu):
+        allocation_set(team_namespace=ns_a, resource=gpu, guarantee=5, cap=10, acting_user=admin)
+        allocation_set(team_namespace=ns_a, resource=gpu, guarantee=4, cap=10, acting_user=admin)
+        cut_last(2)
+        assert audit_verify(complete=False).ok  # the chain itself is consistent again
+
+        code, message = verify_command()
+
+        assert code == 1
+        assert message == (
+            "audit log INCOMPLETE: allocation versions without their allocation.changed "
+            "event: 2 (demo/team-a-training nvidia.com/gpu version 2, "
+            "demo/team-a-training nvidia.com/gpu version 3) (events deleted, or the log "
+            "emptied or cut short?)"
+        )
+
+    def test_a_request_whose_last_move_was_cut_fails(
+        self, admin, lead_a, alloc_a, ns_a, gpu, strict_policy
+    ):
+        from approvals.lifecycle import request_reject
+
+        request = request_for(lead_a, ns_a, gpu, 7, 8)
+        request_reject(request=request, acting_user=admin, comment="no")
+        cut_last(1)
+
+        result = audit_verify()
+
+        assert not result.ok and result.first_broken_seq is None
+        assert result.missing == (
+            "request states without their request.<status> event (of the move into their "
+            f"status): 1 (request #{request.pk} (rejected))",
+        )
+
+    def test_the_check_costs_one_query_per_kind_of_row_whatever_their_number(
+        self, admin, ns_a, gpu, django_assert_num_queries
+    ):
+        from quotas.audit import AUDIT_COVERAGE, audit_missing_events
+
+        for cap in range(2, 40):
+            allocation_set(
+                team_namespace=ns_a, resource=gpu, guarantee=1, cap=cap, acting_user=admin
+            )
+        with django_assert_num_queries(len(AUDIT_COVERAGE)):
+            assert audit_missing_events() == []

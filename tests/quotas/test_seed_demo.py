@@ -8,7 +8,8 @@ from django.contrib.auth import authenticate
 from django.core.management import call_command
 from django.test import RequestFactory
 
-from quotas.models import Allocation, Cluster
+from quotas.audit import audit_verify
+from quotas.models import Allocation, AuditEvent, Cluster
 from quotas.roles import is_auditor, is_platform_admin
 
 pytestmark = pytest.mark.django_db
@@ -68,3 +69,22 @@ def test_seed_demo_users_have_their_roles():
     lead = authenticate(login_request(), username="lead-a", password="demo")
     assert not is_platform_admin(lead)
     assert lead.team_memberships.get().team.slug == "team-a"
+
+
+def test_seed_demo_records_what_it_sets_up_in_the_audit_log():
+    call_command("seed_demo", verbosity=0)
+    actions = sorted(AuditEvent.objects.values_list("action", flat=True))
+    assert {a: actions.count(a) for a in actions} == {
+        "user.created": 6,
+        "resource.created": 3,
+        "priority_class.created": 3,
+        "team.created": 3,
+        "membership.created": 3,
+        "cluster.created": 2,
+        "capacity.changed": 3,
+        "namespace.created": 6,
+        "allocation.changed": 6,
+    }
+    admin = AuditEvent.objects.get(action="user.created", target_repr="admin")
+    assert admin.after["portal_roles"] == ["platform admin"]
+    assert audit_verify().ok

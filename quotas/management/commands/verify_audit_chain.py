@@ -1,5 +1,6 @@
 """Recompute the audit log's hash chain and MACs, hold them against the anchors written outside
-the database, and report the first problem (exit 1 if there is one)."""
+the database and against the rows it audits (allocation versions, request states), and report
+the first problem (exit 1 if there is one)."""
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -10,8 +11,9 @@ from quotas.audit_anchors import AnchorFileError, audit_anchors_read
 
 class Command(BaseCommand):
     help = (
-        "Verify the audit log's hash chain, its MACs (AUDIT_MAC_KEY) and the anchors "
-        "(AUDIT_ANCHOR_FILE, or --anchors); exits 1 at the first problem."
+        "Verify the audit log's hash chain, its MACs (AUDIT_MAC_KEY), the anchors "
+        "(AUDIT_ANCHOR_FILE, or --anchors) and that every allocation version and request "
+        "state has its event; exits 1 at the first problem."
     )
 
     def add_arguments(self, parser) -> None:
@@ -33,13 +35,16 @@ class Command(BaseCommand):
         except AnchorFileError as exc:
             raise CommandError(f"audit anchors BROKEN: {exc}", returncode=1) from None
         result = audit_verify(anchors=anchors)
+        if result.missing:
+            raise CommandError(f"audit log INCOMPLETE: {result.reason}", returncode=1)
         if not result.ok:
             # reason reads "event N: what is wrong", or what the anchors recorded
             raise CommandError(f"audit chain BROKEN at {result.reason}", returncode=1)
         if not paths:
             self.stderr.write(
                 "no anchors to compare with (set AUDIT_ANCHOR_FILE or pass --anchors): "
-                "a log emptied together with its head would not show"
+                "a log emptied together with its head shows only where it audited "
+                "allocation versions or requests"
             )
         self.stdout.write(
             f"audit chain OK: {result.checked} events, {result.anchors_checked} anchors match"
