@@ -13,6 +13,7 @@ from approvals.approval_policies import approval_policy_save
 from approvals.lifecycle import request_approve, request_changes, request_reject
 from approvals.models import Approval, ApprovalPolicy, QuotaRequest, RequestLine
 from approvals.selectors import request_preview
+from common.amounts import PLAIN_DECIMAL_FIELDS
 from common.errors import ApplicationError
 from quotas.kube.client import KubeError
 
@@ -177,6 +178,7 @@ class QuotaRequestAdmin(admin.ModelAdmin):
 
 @admin.register(ApprovalPolicy)
 class ApprovalPolicyAdmin(admin.ModelAdmin):
+    formfield_overrides = PLAIN_DECIMAL_FIELDS
     list_display = [
         "cluster",
         "auto_approve_decreases",

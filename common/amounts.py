@@ -7,6 +7,7 @@ from decimal import Decimal
 from typing import overload
 
 from django import forms, template
+from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 # A template builtin (settings TEMPLATES): ``{{ allocation.cap|amount }}`` on every page.
@@ -57,3 +58,8 @@ class AmountFormField(forms.DecimalField):
         if isinstance(value, str) and value.strip() and not is_plain_amount(value):
             raise forms.ValidationError(NOT_PLAIN_MESSAGE, code="invalid", params={"value": value})
         return super().to_python(value)
+
+
+# For a ModelAdmin's ``formfield_overrides``: its decimal fields (capacities, the cap share,
+# budgets) take plain ASCII decimals only, as the portal's own forms do.
+PLAIN_DECIMAL_FIELDS = {models.DecimalField: {"form_class": AmountFormField}}

@@ -21,6 +21,7 @@ from django.urls import path, reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
+from common.amounts import PLAIN_DECIMAL_FIELDS
 from common.errors import ApplicationError
 from quotas.clusters import (
     cluster_delete,
@@ -272,6 +273,7 @@ class AllocationInline(ViewOnlyInline):
 
 @admin.register(Cluster)
 class ClusterAdmin(SaveThroughServiceMixin, ServiceDeletesMixin, admin.ModelAdmin):
+    formfield_overrides = PLAIN_DECIMAL_FIELDS
     list_display = [
         "name",
         "environment",
@@ -458,6 +460,7 @@ class ClusterCapacityForm(ServiceErrorsForm):
 @admin.register(ClusterCapacity)
 class ClusterCapacityAdmin(DeleteThroughServiceMixin, admin.ModelAdmin):
     form = ClusterCapacityForm
+    formfield_overrides = PLAIN_DECIMAL_FIELDS
     list_display = ["cluster", "resource", "capacity"]
     list_select_related = ["cluster", "resource"]
     list_filter = ["cluster", "resource"]

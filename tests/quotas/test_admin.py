@@ -133,6 +133,19 @@ def test_capacity_below_the_guarantees_is_refused_on_its_field(admin_client, all
     assert not AuditEvent.objects.filter(action="capacity.changed").exists()
 
 
+@pytest.mark.parametrize("typed", ["2_4", "\u0662\u0664", "2.4e1"])
+def test_a_capacity_that_is_not_plain_digits_is_refused_on_its_field(admin_client, alloc_a, typed):
+    capacity = ClusterCapacity.objects.get()
+    response = admin_client.post(
+        f"/admin/quotas/clustercapacity/{capacity.pk}/change/", {"capacity": typed}
+    )
+    assert response.status_code == 200  # the form again
+    assert "give an amount as plain digits" in response.content.decode()
+    capacity.refresh_from_db()
+    assert capacity.capacity == 16
+    assert not AuditEvent.objects.filter(action="capacity.changed").exists()
+
+
 def test_capacity_edit_is_audited_and_synced(admin_client, admin, alloc_a):
     capacity = ClusterCapacity.objects.get()
     response = admin_client.post(
