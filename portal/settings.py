@@ -332,6 +332,9 @@ if AUDIT_ANCHOR_FILE_IS_DEMO:
     AUDIT_ANCHOR_FILE = str(VAR_DIR / "audit-anchors.jsonl")
 # Seconds between two anchors written by beat (`anchor audit log`).
 AUDIT_ANCHOR_SECONDS = env.int("AUDIT_ANCHOR_SECONDS", default=300)
+# Users and their roles written outside the portal's services (createsuperuser, the shell, a
+# script) are audited by signal receivers (quotas.people).
+AUDIT_USERS_WRITTEN_ELSEWHERE = True
 # How far a webhook signature's timestamp may be from the receiver's clock, in seconds.
 WEBHOOK_SIGNATURE_TOLERANCE_SECONDS = env.int("WEBHOOK_SIGNATURE_TOLERANCE_SECONDS", default=300)
 # File holding the bearer token of the sandbox Kubernetes API (`make run` writes one per run).

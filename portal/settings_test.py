@@ -27,6 +27,9 @@ KUBE_SANDBOX_URL = "http://127.0.0.1:9"
 # No anchor file shared by every test (the demo's default in PORTAL_VAR_DIR): a test that
 # anchors names its own.
 AUDIT_ANCHOR_FILE = ""
+# The fixtures make users directly, not as an admin would; the tests of those receivers turn
+# them on (tests/quotas/test_admin_audit.py).
+AUDIT_USERS_WRITTEN_ELSEWHERE = False
 KUBE_REQUEST_TIMEOUT = 5.0
 # Throttle counts stay in each test process's memory and are cleared between tests
 # (tests/conftest.py); tests/portal/test_api_throttling.py runs them on Redis too.

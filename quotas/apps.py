@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_delete, post_migrate, post_save
+from django.db.models.signals import m2m_changed, post_delete, post_migrate, post_save, pre_save
 
 
 class QuotasConfig(AppConfig):
@@ -11,6 +11,22 @@ class QuotasConfig(AppConfig):
         from quotas.roles import sync_role_permissions
 
         post_migrate.connect(sync_role_permissions, dispatch_uid="quotas.sync_role_permissions")
+        # Who is a platform admin or an auditor, also when written outside the services
+        # (createsuperuser, the shell): audited (quotas.people).
+        from django.contrib.auth.models import User
+
+        from quotas import people
+
+        pre_save.connect(people.user_before_elsewhere, sender=User, dispatch_uid="quotas.user.pre")
+        post_save.connect(
+            people.user_changed_elsewhere, sender=User, dispatch_uid="quotas.user.post"
+        )
+        for through in (User.groups.through, User.user_permissions.through):
+            m2m_changed.connect(
+                people.user_links_changed_elsewhere,
+                sender=through,
+                dispatch_uid=f"quotas.user.links.{through.__name__}",
+            )
         # A changed membership or team (its parent: departments) forgets the team ids a web
         # request has kept (quotas.selectors.team_ids_of).
         from quotas.models import Team, TeamMembership

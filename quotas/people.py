@@ -4,10 +4,15 @@ permissions). Each change is audited in its transaction with the roles before an
 passwords are never recorded.
 
 Team roles (leads, members) are memberships: quotas.teams.
+
+Writes that do not come through these services (Django's ``createsuperuser``, the shell, a
+script) are audited too, by the receivers at the end (``user_changed_elsewhere``): an event
+with no actor, in the write's transaction where there is one, right after the write otherwise.
 """
 
 from collections.abc import Iterable
 
+from django.conf import settings
 from django.contrib.auth.models import Group, Permission, User
 from django.db import router, transaction
 from django.db.models import ProtectedError, QuerySet
@@ -21,6 +26,14 @@ from quotas.roles import AUDITORS, PLATFORM_ADMINS, is_auditor, is_platform_admi
 from quotas.services import deleted_or_refused, model_checked
 
 ROLE_GROUPS = (PLATFORM_ADMINS, AUDITORS)
+# Set on a User while user_save writes it: the receivers below leave it to the service.
+AUDITED_BY_SERVICE = "_portal_audited_by_service"
+# Saves of only these fields change no role (a login, a new password).
+NO_ROLE_FIELDS = frozenset({"last_login", "password"})
+LINK_ACTIONS = frozenset(
+    {"pre_add", "pre_remove", "pre_clear", "post_add", "post_remove", "post_clear"}
+)
+OUTSIDE_COMMENT = "written outside the portal's services (a command, the shell or a script)"
 
 
 def _permission_names(permissions) -> list[str]:
@@ -70,11 +83,15 @@ def user_save(
         old = lock_user(user.pk) if user.pk else None
         before = _user_state(old) if old is not None else None
         model_checked(user, exclude=["password", "last_login", "date_joined"])
-        user.save()
-        if groups is not None:
-            user.groups.set(list(groups))
-        if user_permissions is not None:
-            user.user_permissions.set(list(user_permissions))
+        setattr(user, AUDITED_BY_SERVICE, True)
+        try:
+            user.save()
+            if groups is not None:
+                user.groups.set(list(groups))
+            if user_permissions is not None:
+                user.user_permissions.set(list(user_permissions))
+        finally:
+            delattr(user, AUDITED_BY_SERVICE)
         changes = audit_changed_fields(before, _user_state(user), keep=("username",))
         if changes is not None:
             audit_record(
@@ -228,3 +245,70 @@ def group_delete(*, group: Group, acting_user: User | None, comment: str = "") -
             after=None,
             comment=comment,
         )
+
+
+# --- writes outside the services ----------------------------------------------------------
+
+
+def _elsewhere(user: User, update_fields) -> bool:
+    """Whether this write of ``user`` is one the services do not audit themselves."""
+    if not settings.AUDIT_USERS_WRITTEN_ELSEWHERE or getattr(user, AUDITED_BY_SERVICE, False):
+        return False
+    return not (update_fields and set(update_fields) <= NO_ROLE_FIELDS)
+
+
+def user_before_elsewhere(sender, instance: User, raw=False, update_fields=None, **kwargs):
+    """pre_save of User: the state a write outside the services starts from."""
+    if raw or not _elsewhere(instance, update_fields):
+        return
+    old = User.objects.filter(pk=instance.pk).first() if instance.pk else None
+    instance._portal_before = _user_state(old) if old is not None else None
+
+
+def user_changed_elsewhere(
+    sender, instance: User, created=False, raw=False, update_fields=None, **kwargs
+):
+    """post_save of User: a write outside the services, audited with what changed."""
+    if raw or not _elsewhere(instance, update_fields):
+        return
+    before = instance.__dict__.pop("_portal_before", None)
+    instance.__dict__.pop("_portal_groups", None)
+    _record_elsewhere(instance, None if created else before)
+
+
+def _record_elsewhere(user: User, before: dict | None) -> None:
+    changes = audit_changed_fields(before, _user_state(user), keep=("username",))
+    if changes is not None:
+        audit_record(
+            acting_user=None,
+            action="user.created" if before is None else "user.changed",
+            target=user,
+            before=changes[0],
+            after=changes[1],
+            comment=OUTSIDE_COMMENT,
+        )
+
+
+def user_links_changed_elsewhere(sender, instance, action, reverse, pk_set, **kwargs):
+    """m2m_changed of a user's groups and permissions, from either side (``user.groups.add``,
+    ``group.user_set.remove``), outside the services."""
+    if action not in LINK_ACTIONS or not settings.AUDIT_USERS_WRITTEN_ELSEWHERE:
+        return
+    if not reverse:
+        users = [instance]
+    elif action == "pre_clear":
+        users = list(instance.user_set.all())
+        instance._portal_cleared_users = users
+    elif action == "post_clear":
+        users = instance.__dict__.pop("_portal_cleared_users", [])
+    else:
+        users = list(User.objects.filter(pk__in=pk_set or ()))
+    users = [u for u in users if not getattr(u, AUDITED_BY_SERVICE, False)]
+    if action.startswith("pre_"):
+        states = {u.pk: _user_state(u) for u in users}
+        instance._portal_link_states = {**getattr(instance, "_portal_link_states", {}), **states}
+        return
+    states = instance.__dict__.pop("_portal_link_states", {})
+    for user in users:
+        user.__dict__.pop("_portal_groups", None)
+        _record_elsewhere(user, states.get(user.pk, _user_state(user)))

@@ -693,3 +693,63 @@ def test_the_services_take_their_locks_in_the_one_order(admin, lead_a, team_a, g
     gone = Team.objects.create(slug="x", name="X")
     TeamMembership.objects.create(team=gone, user=lead_a)
     _locks_of(lambda: team_delete(team=gone, acting_user=admin))
+
+
+# --- writes outside the services ------------------------------------------------------------
+
+
+@pytest.fixture
+def elsewhere(settings):
+    """The receivers on, as in production (the test settings turn them off for fixtures)."""
+    settings.AUDIT_USERS_WRITTEN_ELSEWHERE = True
+
+
+def test_createsuperuser_is_a_new_platform_admin_in_the_audit_log(monkeypatch, elsewhere):
+    from django.core.management import call_command
+
+    monkeypatch.setenv("DJANGO_SUPERUSER_PASSWORD", "a long enough password 1")
+    call_command("createsuperuser", "--noinput", "--username", "boot", "--email", "b@example.com")
+    event = AuditEvent.objects.get(action="user.created", target_repr="boot")
+    assert event.actor is None and "outside the portal's services" in event.comment
+    assert event.after["is_superuser"] is True
+    assert event.after["portal_roles"] == ["platform admin"]
+    assert "password" not in json.dumps(event.after)
+
+
+def test_roles_given_in_the_shell_are_audited_from_either_side(lead_a, elsewhere):
+    from quotas.roles import AUDITORS, PLATFORM_ADMINS
+
+    lead_a.is_superuser = True
+    lead_a.save()
+    event = AuditEvent.objects.filter(action="user.changed").latest("seq")
+    assert (event.before["is_superuser"], event.after["is_superuser"]) == (False, True)
+    assert event.after["portal_roles"] == ["platform admin"]
+
+    auditors, _ = Group.objects.get_or_create(name=AUDITORS)
+    auditors.user_set.add(lead_a)  # the group's side
+    event = AuditEvent.objects.filter(action="user.changed").latest("seq")
+    assert event.after["groups"] == [AUDITORS] and "auditor" in event.after["portal_roles"]
+
+    admins, _ = Group.objects.get_or_create(name=PLATFORM_ADMINS)
+    lead_a.groups.add(admins)  # the user's side
+    event = AuditEvent.objects.filter(action="user.changed").latest("seq")
+    assert PLATFORM_ADMINS in event.after["groups"]
+
+
+def test_a_login_or_a_new_password_is_no_role_change(client, lead_a, elsewhere):
+    count = AuditEvent.objects.count()
+    response = client.post("/login/", {"username": "lead-a", "password": "pw"})
+    assert response.status_code == 302
+    lead_a.set_password("another one")
+    lead_a.save(update_fields=["password"])
+    assert AuditEvent.objects.count() == count
+
+
+def test_a_service_write_is_one_event_not_two(admin, lead_a, elsewhere):
+    from quotas.people import user_save
+
+    count = AuditEvent.objects.count()
+    lead_a.is_staff = True
+    user_save(user=lead_a, acting_user=admin)
+    assert AuditEvent.objects.count() == count + 1
+    assert AuditEvent.objects.latest("seq").actor == admin
