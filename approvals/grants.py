@@ -17,7 +17,7 @@ from approvals.locks import lock_request, lock_request_allocations, lock_request
 from approvals.models import QuotaRequest, RequestLine
 from approvals.notify import notify_request
 from approvals.permissions import require_may
-from approvals.selectors import allocation_values_now, line_base_values
+from approvals.selectors import allocation_values, allocation_values_now, line_base_values
 from approvals.transitions import S, transition
 from approvals.validation import validate_lines
 from common.amounts import format_amount
@@ -368,12 +368,7 @@ def _revert(request: QuotaRequest) -> list[dict]:
         if allocation is None:
             continue
         before = line_base_values(line)
-        now = {
-            "guarantee": allocation.guarantee,
-            "cap": allocation.cap,
-            "per_pod_max": allocation.per_pod_max,
-            "priority_classes": sorted(allocation.priority_classes),
-        }
+        now = allocation_values(allocation)
         granted = {
             "guarantee": line.final_guarantee,
             "cap": line.final_cap,

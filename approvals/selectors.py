@@ -136,7 +136,8 @@ def lines_preview(
     }
 
 
-def _allocation_values(allocation: Allocation | None) -> dict:
+def allocation_values(allocation: Allocation | None) -> dict:
+    """The fields a request line changes, as they stand (none yet: 0, 0, none, every class)."""
     if allocation is None:
         return {
             "guarantee": Decimal(0),
@@ -191,7 +192,7 @@ def request_base_changes(lines: list[RequestLine]) -> list[dict]:
         version = allocation.version if allocation else None
         if version == line.base_version:
             continue
-        base, now = line_base_values(line), _allocation_values(allocation)
+        base, now = line_base_values(line), allocation_values(allocation)
         for field in BASE_FIELDS:
             if base[field] != now[field]:
                 changes.append(
@@ -215,7 +216,7 @@ def allocation_values_now(line: RequestLine) -> tuple[Allocation | None, dict]:
     allocation = Allocation.objects.filter(
         team_namespace_id=line.team_namespace_id, resource_id=line.resource_id
     ).first()
-    return allocation, _allocation_values(allocation)
+    return allocation, allocation_values(allocation)
 
 
 # --- the request pages ------------------------------------------------------------------------

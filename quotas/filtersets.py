@@ -11,7 +11,6 @@ from django import forms
 from django.core.validators import RegexValidator
 from django.db.models import QuerySet
 from django.utils.text import format_lazy
-from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import extend_schema_field
 
@@ -125,39 +124,35 @@ class TeamFilterSet(PortalFilterSet):
         fields = ["parent", "cluster"]
 
 
-class MonthField(forms.CharField):
-    """YYYY-MM as the first day of that month (common.dates: impossible months refused)."""
+class _CalendarField(forms.CharField):
+    """Text read by one of common.dates' parsers (impossible dates refused, naming the value)."""
+
+    parse = staticmethod(lambda text: None)
+    message = ""
 
     def to_python(self, value):
         text = super().to_python(value)
         if not text:
             return None
-        month = month_or_none(text)
-        if month is None:
-            raise forms.ValidationError(
-                _("give a month as YYYY-MM, got %(value)r"),
-                code="invalid",
-                params={"value": text},
-            )
-        return month
+        parsed = self.parse(text)
+        if parsed is None:
+            raise forms.ValidationError(self.message, code="invalid", params={"value": text})
+        return parsed
 
 
-class DayField(forms.CharField):
-    """YYYY-MM-DD, and only that (common.dates: impossible days such as 2026-02-30 refused);
-    Django's DateField would also take other formats, and name no value in its message."""
+class MonthField(_CalendarField):
+    """YYYY-MM as the first day of that month."""
 
-    def to_python(self, value):
-        text = super().to_python(value)
-        if not text:
-            return None
-        day = day_or_none(text)
-        if day is None:
-            raise forms.ValidationError(
-                _("give a day as YYYY-MM-DD, got %(value)r"),
-                code="invalid",
-                params={"value": text},
-            )
-        return day
+    parse = staticmethod(month_or_none)
+    message = gettext_lazy("give a month as YYYY-MM, got %(value)r")
+
+
+class DayField(_CalendarField):
+    """YYYY-MM-DD, and only that; Django's DateField would also take other formats, and name
+    no value in its message."""
+
+    parse = staticmethod(day_or_none)
+    message = gettext_lazy("give a day as YYYY-MM-DD, got %(value)r")
 
 
 @extend_schema_field({"type": "string", "format": "date", "example": "2026-01-31"})
