@@ -9,9 +9,9 @@ from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
-from approvals.approval_policies import approval_policy_save
 from approvals.lifecycle import request_approve, request_changes, request_reject
 from approvals.models import Approval, ApprovalPolicy, QuotaRequest, RequestLine
+from approvals.policy.clusters import approval_policy_save
 from approvals.selectors import request_preview
 from common.amounts import PLAIN_DECIMAL_FIELDS
 from common.errors import ApplicationError

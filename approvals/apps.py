@@ -7,10 +7,12 @@ class ApprovalsConfig(AppConfig):
 
     def ready(self) -> None:
         from django.db.models import CharField
+        from django.urls import reverse
 
         from approvals.models import QuotaRequest
         from approvals.receivers import follow_finished_sync
-        from quotas.audit import AuditCoverage, audit_coverage, audit_team_targets
+        from quotas.audit.chain import AuditCoverage, audit_coverage, audit_team_targets
+        from quotas.audit.views import audit_target_pages
         from quotas.signals import sync_finished
 
         sync_finished.connect(follow_finished_sync, dispatch_uid="approvals.follow_finished_sync")
@@ -18,6 +20,8 @@ class ApprovalsConfig(AppConfig):
         audit_team_targets(
             QuotaRequest.__name__, lambda team_id: QuotaRequest.objects.filter(team_id=team_id)
         )
+        # The audit log links a request's events to the request's page.
+        audit_target_pages(QuotaRequest.__name__, lambda pk: reverse("requests-detail", args=[pk]))
         # verify_audit_chain holds the log against the requests: each has the event of its
         # creation (lifecycle) and the one of the move into its status (transitions.transition).
         statuses = tuple(QuotaRequest.Status.values)

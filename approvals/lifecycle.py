@@ -17,7 +17,6 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from approvals.approval_policies import policy_decision
 from approvals.lines import (
     Decision,
     LineInput,
@@ -39,6 +38,7 @@ from approvals.locks import (
 from approvals.models import Approval, QuotaRequest, RequestLine
 from approvals.notify import notify_request
 from approvals.permissions import require_may, require_platform_admin, require_requester
+from approvals.policy.clusters import policy_decision
 from approvals.selectors import (
     allocation_values_now,
     has_approved,
@@ -50,11 +50,13 @@ from approvals.transitions import S, check_transition, transition
 from approvals.validation import stored_findings, validate_lines
 from common.amounts import format_amount
 from common.errors import NotAllowed, PermissionDenied, ValidationFailed
-from quotas.audit import audit_record
-from quotas.kube.usage import team_usage_now
-from quotas.locks import lock_capacities, lock_suggestion
-from quotas.models import Allocation, Suggestion, SyncRequest, Team, TeamNamespace
+from quotas.audit.chain import audit_record
+from quotas.kube.pods import team_usage_now
+from quotas.locks import lock_capacities
+from quotas.models import Allocation, SyncRequest, Team, TeamNamespace
 from quotas.services import allocation_set, allocation_values_check, cluster_sync_request
+from usage.locks import lock_suggestion
+from usage.models import Suggestion
 
 # --- building requests --------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Row locks of request decisions, in the order quotas.locks.LOCK_ORDER states: the capacity
+"""Row locks of request decisions, in the order portal.locks.LOCK_ORDER states: the capacity
 rows the request draws on, the request, then its allocations and clusters; the audit chain head
 (taken by every audit write) stays the last lock.
 """

@@ -47,7 +47,7 @@ class QuotaRequest(ChoiceDisplay):
     )
     # The suggestion this request was made from, if any: one open request per suggestion.
     suggestion = models.ForeignKey(
-        "quotas.Suggestion",
+        "usage.Suggestion",
         on_delete=models.SET_NULL,
         null=True,
         blank=True,

@@ -32,7 +32,7 @@ from django.utils.translation import gettext as _
 from approvals.lines import lines_json
 from approvals.models import QuotaRequest
 from common.retry import backoff_seconds
-from quotas.audit_anchors import audit_anchor_write
+from quotas.audit.anchors import audit_anchor_write
 from quotas.models import TeamMembership
 from quotas.roles import platform_admins
 from quotas.texts import LIST_SEPARATOR

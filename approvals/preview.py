@@ -15,10 +15,10 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from approvals import lifecycle
-from approvals.approval_policies import policy_decision
 from approvals.lines import LineInput, ordered_lines, refresh_current
 from approvals.models import QuotaRequest, RequestLine
-from approvals.policy import PolicyDecision
+from approvals.policy.clusters import policy_decision
+from approvals.policy.rules import PolicyDecision
 from approvals.selectors import (
     allocation_changes,
     lines_preview,

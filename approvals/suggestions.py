@@ -7,7 +7,8 @@ from approvals.lifecycle import request_create
 from approvals.lines import LineInput
 from approvals.models import QuotaRequest
 from common.amounts import format_amount
-from quotas.models import Allocation, Suggestion
+from quotas.models import Allocation
+from usage.models import Suggestion
 
 FIGURES_IN_JUSTIFICATION = (
     ("days_of_data", "days of data"),

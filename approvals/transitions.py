@@ -10,7 +10,7 @@ from django.utils.translation import gettext as _
 
 from approvals.models import QuotaRequest
 from common.errors import NotAllowed
-from quotas.audit import audit_record
+from quotas.audit.chain import audit_record
 
 S = QuotaRequest.Status
 

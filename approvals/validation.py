@@ -27,7 +27,7 @@ from quotas.rules import (
 )
 from quotas.selectors import allocation_facts_rows, cluster_facts
 from quotas.texts import localized_messages
-from quotas.usage.selectors import typical_daily_peaks
+from usage.selectors import typical_daily_peaks
 
 # Temporary grants whose lines are applied: they end by restoring the allocation.
 _STARTED = (

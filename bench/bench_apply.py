@@ -108,8 +108,8 @@ def build_cluster(namespaces: int, url: str) -> dict:
     LEADS teams get a lead who asks for the changes."""
     from django.contrib.auth.models import User
 
-    from approvals.approval_policies import approval_policy_save
     from approvals.models import ApprovalPolicy
+    from approvals.policy.clusters import approval_policy_save
     from quotas.kube.sync import cluster_sync
     from quotas.models import Resource, TeamMembership, TeamNamespace
     from quotas.roles import ensure_role_groups, sync_role_permissions

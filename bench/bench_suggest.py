@@ -31,7 +31,7 @@ def bench_suggestions(*, start: date, days: int, cluster: str = "bench") -> dict
     from django.db import connection
 
     from quotas.models import Cluster
-    from quotas.usage.suggestions import suggestions_compute
+    from usage.suggestions import suggestions_compute
 
     end = start + timedelta(days=days - 1)
     with connection.cursor() as cursor:
@@ -59,7 +59,8 @@ def bench_suggestions(*, start: date, days: int, cluster: str = "bench") -> dict
 def _make_rollups(namespaces: int, days: int, start: date) -> int:
     from decimal import Decimal
 
-    from quotas.models import TeamNamespace, UsageDaily
+    from quotas.models import TeamNamespace
+    from usage.models import UsageDaily
 
     rng = random.Random(1)
     rows = []

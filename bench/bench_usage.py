@@ -155,7 +155,7 @@ GROUP BY 1, 2, 3
 def _rollup(days: int) -> tuple[float, float, int]:
     from django.db import connection
 
-    from quotas.usage.rollup import usage_rollup
+    from usage.rollup import usage_rollup
 
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE quotas_usagesample")

@@ -57,7 +57,8 @@ def grow(*, teams: int, clusters: int, requests_per_team: int) -> dict:
 def counts() -> dict:
     """How big the world is, for the benchmark's details."""
     from approvals.models import QuotaRequest, RequestLine
-    from quotas.models import AuditEvent, Cluster, Team, TeamNamespace, UsageDaily
+    from quotas.models import AuditEvent, Cluster, Team, TeamNamespace
+    from usage.models import UsageDaily
 
     return {
         "teams": Team.objects.count(),

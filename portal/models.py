@@ -1,13 +1,8 @@
-"""Operational rows of the portal itself (not domain data).
-
-IdempotencyKey, also a row of this app, is defined with the code that uses it
-(common.api.idempotency) and imported here so the app registers it."""
+"""Operational rows of the portal itself (not domain data)."""
 
 from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
-
-from common.api.idempotency import IdempotencyKey  # noqa: F401 - registered with this app
 
 
 class WorkerHeartbeat(models.Model):

@@ -41,9 +41,12 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_celery_beat",
     "axes",
+    "common",
     "portal",
     "quotas",
+    "usage",
     "approvals",
+    "overview",
 ]
 
 MIDDLEWARE = [

@@ -21,7 +21,7 @@ from django.utils.translation import gettext as _
 
 from common.errors import NotAllowed, PermissionDenied, ValidationFailed
 from portal.models import ApiToken
-from quotas.audit import audit_record
+from quotas.audit.chain import audit_record
 from quotas.roles import is_platform_admin
 
 # last_used_at is written at most this often per token, not on every request.

@@ -5,21 +5,22 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.utils.translation import gettext_lazy
 
-from approvals.views_dashboard import home
+from approvals.views.suggestions import suggestion_list
+from overview.views import clusters as overview_views
+from overview.views.home import home
 from portal import favicon, health, token_views
 from portal.api.views import ApiDocs, ApiSchema
-from quotas import views as quota_views
-from quotas import views_suggestions
-from quotas.views_audit import audit_export_csv, audit_log
+from quotas.audit.views import audit_export_csv, audit_log
+from usage.views import usage_page
 
 admin.site.site_header = gettext_lazy("GPU quota portal — administration")
 admin.site.site_title = gettext_lazy("GPU quota portal")
 
 urlpatterns = [
     path("", home, name="home"),
-    path("clusters/", quota_views.cluster_list, name="clusters"),
-    path("clusters/<slug:name>/", quota_views.cluster_detail, name="cluster-detail"),
-    path("summary/", quota_views.summary, name="summary"),
+    path("clusters/", overview_views.cluster_list, name="clusters"),
+    path("clusters/<slug:name>/", overview_views.cluster_detail, name="cluster-detail"),
+    path("summary/", overview_views.summary, name="summary"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", health.healthz, name="healthz"),
@@ -30,8 +31,8 @@ urlpatterns = [
     path("tokens/", token_views.token_list, name="tokens"),
     path("tokens/<int:pk>/revoke/", token_views.token_revoke, name="tokens-revoke"),
     path("requests/", include("approvals.urls")),
-    path("suggestions/", views_suggestions.suggestion_list, name="suggestions-list"),
-    path("usage/", views_suggestions.usage_page, name="usage"),
+    path("suggestions/", suggestion_list, name="suggestions-list"),
+    path("usage/", usage_page, name="usage"),
     path("audit/", audit_log, name="audit-log"),
     path("audit/export.csv", audit_export_csv, name="audit-export"),
     path("admin/", admin.site.urls),

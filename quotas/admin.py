@@ -83,8 +83,6 @@ from quotas.teams import (
     team_namespace_save,
     team_save,
 )
-from quotas.usage import admin as usage_admin  # noqa: F401  (registers the usage models)
-from quotas.usage import suggestions_admin  # noqa: F401  (registers Suggestion)
 
 
 class ViewOnlyInline(admin.TabularInline):

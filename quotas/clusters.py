@@ -13,7 +13,7 @@ from django.utils.translation import gettext as _
 
 from common.amounts import format_amount
 from common.errors import ValidationFailed
-from quotas.audit import audit_changed_fields, audit_record
+from quotas.audit.chain import audit_changed_fields, audit_record
 from quotas.locks import lock_cluster, lock_deleted_with_cluster, lock_resource
 from quotas.models import Cluster, ClusterCapacity, Resource, TeamNamespace
 from quotas.services import clusters_plan_changed, deleted_or_refused, model_checked

@@ -22,18 +22,16 @@ from common.filtersets import (
     one_of,
     period_form,
 )
-from quotas.audit import audit_events_of_team
+from quotas.audit.chain import audit_events_of_team
 from quotas.models import (
     Allocation,
     AuditEvent,
     Cluster,
     DriftEvent,
     Resource,
-    Suggestion,
     SyncRun,
     Team,
     TeamNamespace,
-    UsageDaily,
 )
 from quotas.selectors import teams_visible_to
 
@@ -172,18 +170,6 @@ class MonthFilter(django_filters.Filter):
     field_class = MonthField
 
 
-class SuggestionFilterSet(PortalFilterSet):
-    """Suggestions: ?cluster=&team=&month=YYYY-MM, all optional."""
-
-    cluster = cluster_filter("cluster")
-    team = team_filter("team_namespace__team")
-    month = MonthFilter(field_name="month", help_text="Month suggested for, as YYYY-MM.")
-
-    class Meta:
-        model = Suggestion
-        fields = ["cluster", "team", "month"]
-
-
 class NamespaceFilterSet(PortalFilterSet):
     """Team namespaces: ?cluster=&team=, both optional; an unknown cluster, or a team the user
     may not see, is an error naming the parameter."""
@@ -307,36 +293,3 @@ class AuditEventFilterSet(PortalFilterSet):
         if value.endswith("."):
             return queryset.filter(action__startswith=value)
         return queryset.filter(action=value)
-
-
-USAGE_MAX_DAYS = 400
-DAY_ERRORS = {"required": "required, a day as YYYY-MM-DD"}
-
-
-class UsageDailyFilterSet(PortalFilterSet):
-    """Daily usage: ?start=&end= (days, inclusive, required, at most USAGE_MAX_DAYS apart) and
-    ?cluster=&team=&namespace=&resource=, optional."""
-
-    start = DayFilter(
-        field_name="day",
-        lookup_expr="gte",
-        required=True,
-        help_text="First day (YYYY-MM-DD).",
-        error_messages=DAY_ERRORS,
-    )
-    end = DayFilter(
-        field_name="day",
-        lookup_expr="lte",
-        required=True,
-        help_text=f"Last day (YYYY-MM-DD), at most {USAGE_MAX_DAYS - 1} days after start.",
-        error_messages=DAY_ERRORS,
-    )
-    cluster = cluster_filter("team_namespace__cluster")
-    team = team_filter("team_namespace__team")
-    namespace = name_filter("team_namespace__name", "Namespace name.")
-    resource = name_filter("resource__name", "Resource name, e.g. nvidia.com/gpu.")
-
-    class Meta:
-        model = UsageDaily
-        fields = ["start", "end", "cluster", "team", "namespace", "resource"]
-        form = period_form("start", "end", max_days=USAGE_MAX_DAYS)

@@ -1,61 +1,29 @@
-"""Row locks, and the one order every transaction takes them in.
+"""Row locks of quotas' tables, taken in the one order portal.locks.LOCK_ORDER states.
 
 Two transactions that lock rows in the same order wait for each other; in different orders
-they can deadlock. So every service of quotas and approvals locks through this module (or
-approvals.locks, for the request row), in LOCK_ORDER: a transaction never locks a row of a
+they can deadlock. So every service locks through this module (or usage.locks and
+approvals.locks, for their own rows), in LOCK_ORDER: a transaction never locks a row of a
 table that comes earlier than one it already locked, and rows of one table in id order.
 The audit chain head, locked by every audit write, is last: write the audit events after the
 other locks. (An UPDATE locks its rows too: ``cluster_plan_touch`` locks the cluster.)
 """
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from django.contrib.auth.models import Group, User
 
 from quotas.models.allocations import Allocation
 from quotas.models.audit import AuditChainHead
 from quotas.models.clusters import Cluster, ClusterCapacity, PriorityClass, Resource
-from quotas.models.suggestions import Suggestion
 from quotas.models.teams import Team, TeamMembership, TeamNamespace
 
 # Each function locks the rows of its own table only (FOR UPDATE OF): a plain FOR UPDATE locks
 # every table the statement joins, and a model's default ordering joins tables.
 SELF = ("self",)
 
-LOCK_ORDER: tuple[str, ...] = (
-    # Who is who and the catalogue (edited in the admin, quotas.people, quotas.teams,
-    # quotas.clusters): before anything a decision locks.
-    "auth.Group",
-    "auth.User",
-    "quotas.Team",
-    "quotas.TeamMembership",
-    "quotas.Resource",
-    # A request made from a suggestion: one at a time, so two clicks make one request.
-    "quotas.Suggestion",
-    # What a decision draws on: two admins approving competing requests serialize here
-    # instead of both seeing the same free GPUs; a capacity change waits for them.
-    "quotas.ClusterCapacity",
-    # The request decided (approvals.locks.lock_request).
-    "approvals.QuotaRequest",
-    # What the decision changes.
-    "quotas.Allocation",
-    "quotas.TeamNamespace",
-    # Before the clusters: removing a class checks the allocations with the clusters locked,
-    # as every approval locks the clusters before it writes an allocation's classes.
-    "quotas.PriorityClass",
-    "quotas.Cluster",
-    "approvals.ApprovalPolicy",
-    # Every audit write: always the last lock.
-    "quotas.AuditChainHead",
-)
-
 
 def _ids(query) -> list[int]:
     return list(query.select_for_update(of=SELF).order_by("id").values_list("id", flat=True))
-
-
-def lock_suggestion(suggestion_id: int) -> None:
-    _ids(Suggestion.objects.filter(pk=suggestion_id))
 
 
 def _first(query):
@@ -94,16 +62,29 @@ def _pairs(model, fields: tuple[str, str], pairs: Iterable[tuple[int, int]]) -> 
     _ids(query)
 
 
+# Rows of the apps built on quotas that a cluster's or a team namespace's deletion deletes with
+# it and LOCK_ORDER puts first: each function is called with cluster_id= or team_namespace_id=
+# (the other None) and locks its own rows. Registered by those apps when they load.
+_DELETED_WITH: list[Callable[..., None]] = []
+
+
+def lock_first_when_deleting(lock: Callable[..., None]) -> None:
+    if lock not in _DELETED_WITH:
+        _DELETED_WITH.append(lock)
+
+
 def lock_deleted_with_cluster(cluster_id: int) -> None:
-    """What deleting the cluster deletes with it and LOCK_ORDER puts first: its suggestions
-    and capacities (before the cluster itself is locked)."""
-    _ids(Suggestion.objects.filter(cluster_id=cluster_id))
+    """What deleting the cluster deletes with it and LOCK_ORDER puts first: the rows other apps
+    registered (suggestions) and its capacities (before the cluster itself is locked)."""
+    for lock in _DELETED_WITH:
+        lock(cluster_id=cluster_id, team_namespace_id=None)
     _ids(ClusterCapacity.objects.filter(cluster_id=cluster_id))
 
 
 def lock_deleted_with_namespace(team_namespace_id: int) -> None:
     """What deleting the team namespace deletes with it and LOCK_ORDER puts first."""
-    _ids(Suggestion.objects.filter(team_namespace_id=team_namespace_id))
+    for lock in _DELETED_WITH:
+        lock(cluster_id=None, team_namespace_id=team_namespace_id)
 
 
 def lock_capacities(pairs: Iterable[tuple[int, int]]) -> None:

@@ -20,7 +20,7 @@ from django.db.models.deletion import Collector
 from django.utils.translation import gettext as _
 
 from common.errors import ValidationFailed
-from quotas.audit import audit_changed_fields, audit_record
+from quotas.audit.chain import audit_changed_fields, audit_record
 from quotas.locks import lock_group, lock_user
 from quotas.roles import AUDITORS, PLATFORM_ADMINS, is_auditor, is_platform_admin
 from quotas.services import deleted_or_refused, model_checked

@@ -49,7 +49,15 @@ def ensure_role_groups() -> tuple[Group, Group]:
 
 # Apps whose models platform admins manage in the Django admin; auditors may view them all.
 # (axes: failed logins; deleting an attempt unlocks the login.)
-ADMIN_MANAGED_APPS = ("quotas", "approvals", "portal", "django_celery_beat", "axes")
+ADMIN_MANAGED_APPS = (
+    "common",
+    "portal",
+    "quotas",
+    "usage",
+    "approvals",
+    "django_celery_beat",
+    "axes",
+)
 
 
 def sync_role_permissions(**_kwargs) -> None:

@@ -13,7 +13,7 @@ from django.utils.translation import gettext as _
 
 from common.amounts import format_amount
 from common.errors import ValidationFailed
-from quotas.audit import audit_record
+from quotas.audit.chain import audit_record
 from quotas.locks import (
     lock_allocation,
     lock_capacity,

@@ -9,13 +9,9 @@ from django.db import InterfaceError, OperationalError
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from common.dates import parse_month
 from common.retry import backoff_seconds
 from quotas.kube.sync import SyncBusy, TransientSyncError, cluster_sync
 from quotas.models import Cluster, SyncRequest, SyncRun
-from quotas.usage.collect import usage_collect
-from quotas.usage.rollup import usage_rollup_recent
-from quotas.usage.suggestions import previous_month, suggestions_compute
 
 log = logging.getLogger(__name__)
 
@@ -106,57 +102,9 @@ def _redrive_delay(attempts: int) -> timedelta:
     )
 
 
-# --- usage ------------------------------------------------------------------------------------
-
-
-@shared_task(name="quotas.collect_usage", ignore_result=True)
-def collect_usage() -> list[int]:
-    """Fan out one usage reading per cluster, so a slow cluster delays no other."""
-    ids = list(Cluster.objects.values_list("id", flat=True))
-    for cluster_id in ids:
-        collect_cluster_usage.delay(cluster_id)
-    return ids
-
-
-@shared_task(name="quotas.collect_cluster_usage", ignore_result=True, acks_late=True)
-def collect_cluster_usage(cluster_id: int) -> None:
-    """One cluster's pods and queues, then its Prometheus when it has one; failures are logged
-    (the next reading comes in USAGE_COLLECT_SECONDS)."""
-    usage_collect(cluster_id=cluster_id)
-
-
-@shared_task(name="quotas.rollup_usage", ignore_result=True)
-def rollup_usage() -> int:
-    """Roll up yesterday and today, and prune raw samples past the retention."""
-    return usage_rollup_recent().days
-
-
-# --- suggestions ------------------------------------------------------------------------------
-
-
-@shared_task(name="quotas.compute_suggestions", ignore_result=True)
-def compute_suggestions() -> list[int]:
-    """Monthly: one suggestion run per cluster for last month's usage."""
-    ids = list(Cluster.objects.values_list("id", flat=True))
-    for cluster_id in ids:
-        compute_cluster_suggestions.delay(cluster_id)
-    return ids
-
-
-@shared_task(name="quotas.compute_cluster_suggestions", ignore_result=True, acks_late=True)
-def compute_cluster_suggestions(cluster_id: int, month: str | None = None) -> int:
-    """Suggestions of one cluster for ``month`` (YYYY-MM; default last month). An upsert:
-    running it twice stores the same rows."""
-    cluster = Cluster.objects.filter(pk=cluster_id).first()
-    if cluster is None:
-        return 0
-    when = parse_month(month) if month else previous_month(timezone.localdate())
-    return suggestions_compute(cluster=cluster, month=when)
-
-
 @shared_task(name="quotas.anchor_audit_log", ignore_result=True)
 def anchor_audit_log() -> None:
     """Write the audit log's head outside the database (AUDIT_ANCHOR_FILE and the log stream)."""
-    from quotas.audit_anchors import audit_anchor_write
+    from quotas.audit.anchors import audit_anchor_write
 
     audit_anchor_write(reason="beat")

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 
 from common.errors import ValidationFailed
-from quotas.audit import audit_changed_fields, audit_record
+from quotas.audit.chain import audit_changed_fields, audit_record
 from quotas.locks import (
     lock_deleted_with_namespace,
     lock_membership,

@@ -81,8 +81,8 @@ def seed(*, teams: int, admins: int, sandbox_urls: dict[str, str]) -> Dataset:
     from django.contrib.auth.models import User
     from django.db import transaction
 
-    from approvals.approval_policies import approval_policy_save
     from approvals.models import ApprovalPolicy
+    from approvals.policy.clusters import approval_policy_save
     from quotas.models import (
         Cluster,
         ClusterCapacity,

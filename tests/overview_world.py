@@ -10,21 +10,19 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from approvals.models import QuotaRequest, RequestLine
-from quotas.audit import audit_record
+from quotas.audit.chain import audit_record
 from quotas.models import (
     Cluster,
     ClusterCapacity,
     DriftEvent,
     Resource,
-    Suggestion,
     SyncRequest,
     SyncRun,
     Team,
     TeamNamespace,
-    UsageDaily,
-    UsageSample,
 )
 from quotas.services import allocation_set
+from usage.models import Suggestion, UsageDaily, UsageSample
 
 S = QuotaRequest.Status
 # Statuses requests cycle through: in flight first, then finished ones.

@@ -1,20 +1,22 @@
-"""Dependencies point one way: portal (the shell) includes the apps, approvals uses quotas, every
-one may use the common kernel; the apps never import portal, quotas never imports approvals,
-and the kernel imports none of them. Read from every module's imports (nested ones too)."""
+"""Dependencies point one way, down the layers
+
+    common (the kernel) < quotas < usage < approvals < overview < portal (the shell):
+
+an app may use what is below it, never what is above. Read from every module's imports (nested
+ones too), from the templates each app renders, includes and extends, and from the URL names
+its templates and code link to (the view behind a name belongs to an app too)."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Packages each package must not import.
-FORBIDDEN = {
-    "common": ("portal", "quotas", "approvals"),
-    "quotas": ("portal", "approvals"),
-    "approvals": ("portal",),
-}
+LAYERS = ("common", "quotas", "usage", "approvals", "overview", "portal")
+# Packages each package must not import: every layer above it.
+FORBIDDEN = {layer: LAYERS[i + 1 :] for i, layer in enumerate(LAYERS)}
 # Imports of a forbidden package that are allowed, as (importing module, imported module).
 # None today: settings are read through django.conf.settings, never portal.settings.
 ALLOWED: frozenset[tuple[str, str]] = frozenset()
@@ -34,7 +36,7 @@ def module_name(path: Path) -> str:
     return ".".join(path.relative_to(REPO).with_suffix("").parts)
 
 
-@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+@pytest.mark.parametrize("package", [layer for layer in LAYERS if FORBIDDEN[layer]])
 def test_package_imports_only_what_it_may(package):
     offenders = sorted(
         (module_name(path), imported)
@@ -50,3 +52,115 @@ def test_the_check_sees_nested_imports(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from portal.models import ApiToken\n    import portal.urls\n")
     assert imported_modules(module) == {"portal.models", "portal.urls"}
+
+
+# --- templates and URL names ------------------------------------------------------------------
+
+TEMPLATES = REPO / "templates"
+# The shell's templates: the page frame every page extends, the login pages, the API docs.
+SHELL_TEMPLATES = ("base.html", "registration/", "api/", "portal/")
+TEMPLATE_NAME = re.compile(r"^(?:admin/)?[a-z_]+/[a-z_/]*[a-z_]+\.html$")
+TEMPLATE_TAG = re.compile(r"{%\s*(?:include|extends)\s+[\"']([^\"']+)[\"']")
+URL_TAG = re.compile(r"{%\s*url\s+[\"']([^\"']+)[\"']")
+REVERSING = {"reverse", "reverse_lazy", "redirect", "resolve_url"}
+
+
+def template_owner(name: str) -> str | None:
+    """The app a template belongs to, by its folder (admin/<app>/ too); None for Django's own."""
+    if name.startswith(SHELL_TEMPLATES):
+        return "portal"
+    parts = name.split("/")
+    if parts[0] == "admin":
+        parts = parts[1:]
+    if len(parts) > 1 and parts[0] in LAYERS and (TEMPLATES / name).exists():
+        return parts[0]
+    return None
+
+
+def may_use(user: str, used: str | None) -> bool:
+    return used is None or used not in FORBIDDEN[user]
+
+
+def url_owners() -> dict[str, str]:
+    """Every URL name of the portal -> the app whose module holds its view."""
+    from django.urls import URLPattern, URLResolver, get_resolver
+
+    owners = {}
+
+    def walk(patterns):
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                if pattern.namespace is None:  # the admin's names are namespaced: Django's
+                    walk(pattern.url_patterns)
+            elif isinstance(pattern, URLPattern) and pattern.name:
+                owners[pattern.name] = pattern.callback.__module__.split(".")[0]
+
+    walk(get_resolver().url_patterns)
+    return owners
+
+
+def python_references(path: Path) -> tuple[set[str], set[str]]:
+    """The template names and the URL names (given to reverse, redirect...) a module spells."""
+    templates, urls = set(), set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if TEMPLATE_NAME.match(node.value):
+                templates.add(node.value)
+        elif isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            first = node.args[0]
+            if name in REVERSING and isinstance(first, ast.Constant):
+                if isinstance(first.value, str) and ":" not in first.value:
+                    urls.add(first.value)
+    return templates, urls
+
+
+def test_templates_and_url_names_point_down_the_layers():
+    owners = url_owners()
+    offenders = []
+    for path in sorted(TEMPLATES.rglob("*.html")):
+        name = str(path.relative_to(TEMPLATES))
+        owner = template_owner(name)
+        if owner is None:
+            continue
+        text = path.read_text()
+        for used in TEMPLATE_TAG.findall(text):
+            if used != "base.html" and not may_use(owner, template_owner(used)):
+                offenders.append((name, "includes", used))
+        for url in URL_TAG.findall(text):
+            if ":" not in url and not may_use(owner, owners.get(url)):
+                offenders.append((name, "links to", f"{url} ({owners.get(url)})"))
+    for layer in LAYERS:
+        for path in sorted((REPO / layer).rglob("*.py")):
+            templates, urls = python_references(path)
+            for used in templates:
+                if not may_use(layer, template_owner(used)):
+                    offenders.append((module_name(path), "renders", used))
+            for url in urls:
+                if not may_use(layer, owners.get(url)):
+                    offenders.append((module_name(path), "links to", f"{url} ({owners.get(url)})"))
+    assert offenders == []
+
+
+def test_every_url_name_the_templates_use_exists():
+    """A misspelt name would pass the layer check unseen (it has no owner)."""
+    owners = url_owners()
+    spelt = {
+        url
+        for path in TEMPLATES.rglob("*.html")
+        for url in URL_TAG.findall(path.read_text())
+        if ":" not in url
+    }
+    assert sorted(spelt - set(owners) - {"set_language"}) == []
+
+
+def test_the_template_check_sees_a_page_of_a_higher_app(tmp_path):
+    assert template_owner("overview/home.html") == "overview"
+    assert template_owner("admin/quotas/cluster_preview.html") == "quotas"
+    assert template_owner("base.html") == "portal"
+    assert not may_use("quotas", template_owner("overview/home.html"))
+    assert may_use("overview", template_owner("quotas/audit_log.html"))
+    module = tmp_path / "v.py"
+    module.write_text('def v(r):\n    render(r, "overview/home.html")\n    redirect("home")\n')
+    assert python_references(module) == ({"overview/home.html"}, {"home"})

@@ -14,7 +14,7 @@ from approvals.selectors import requests_visible_to
 from approvals.suggestions import request_from_suggestion
 from common.api.idempotency import IdempotentMixin
 from common.api.schema import api_errors
-from quotas.usage.suggestion_selectors import suggestions_visible_to
+from usage.suggestion_selectors import suggestions_visible_to
 
 
 class SuggestionRequestSerializer(serializers.Serializer):

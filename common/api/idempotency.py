@@ -76,8 +76,8 @@ class IdempotencyKey(ChoiceDisplay):
     exactly one inserts the row and does the work; the other finds the row
     (idempotency_claim).
 
-    The row belongs to the portal app (``app_label``): its table and migrations stay there, and
-    portal.models imports it so the app registers it; the code lives here with its only user."""
+    The row belongs to the common app (common.models imports it so the app registers it); its
+    table keeps the name it was made with when the portal app held it."""
 
     class State(models.TextChoices):
         IN_PROGRESS = "in_progress", _("in progress")
@@ -111,7 +111,7 @@ class IdempotencyKey(ChoiceDisplay):
     class Meta:
         verbose_name = _("idempotency key")
         verbose_name_plural = _("idempotency keys")
-        app_label = "portal"
+        db_table = "portal_idempotencykey"
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(fields=["user", "key"], name="idempotencykey_unique_user_key")

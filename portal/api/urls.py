@@ -7,6 +7,7 @@ from portal.api.views import ApiRoot, api_not_found
 urlpatterns = [
     path("", ApiRoot.as_view(), name="api-root"),
     path("", include("quotas.api.urls")),
+    path("", include("usage.api.urls")),
     path("", include("approvals.api.urls")),
 ]
 # Last: whatever matched nothing above.

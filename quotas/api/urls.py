@@ -1,6 +1,7 @@
 from django.urls import path
 
-from quotas.api import allocations, audit, clusters, suggestions, sync, usage, views
+from quotas.api import allocations, clusters, sync, views
+from quotas.audit import api as audit
 
 urlpatterns = [
     path("teams/", views.TeamList.as_view(), name="api-teams"),
@@ -20,8 +21,4 @@ urlpatterns = [
     path("sync-runs/<int:pk>/", sync.SyncRunDetail.as_view(), name="api-sync-run"),
     path("drift/", sync.DriftList.as_view(), name="api-drift"),
     path("audit-events/", audit.AuditEventList.as_view(), name="api-audit-events"),
-    path("suggestions/", suggestions.SuggestionList.as_view(), name="api-suggestions"),
-    path("suggestions/<int:pk>/", suggestions.SuggestionDetail.as_view(), name="api-suggestion"),
-    path("usage/canary/", suggestions.CanaryMetrics.as_view(), name="api-usage-canary"),
-    path("usage/daily/", usage.UsageDailyList.as_view(), name="api-usage-daily"),
 ]

@@ -1,9 +1,9 @@
-"""Data model of quotas: clusters, resources, teams, namespaces and versioned allocations."""
+"""Data model of quotas: clusters, resources, teams, namespaces, versioned allocations, the
+cluster sync and the audit chain."""
 
 from quotas.models.allocations import Allocation, AllocationVersion
 from quotas.models.audit import AuditEvent
 from quotas.models.clusters import Cluster, ClusterCapacity, PriorityClass, Resource
-from quotas.models.suggestions import Suggestion
 from quotas.models.sync import (
     DriftEvent,
     ManagedObject,
@@ -13,7 +13,6 @@ from quotas.models.sync import (
     SyncRun,
 )
 from quotas.models.teams import Team, TeamMembership, TeamNamespace
-from quotas.models.usage import PrometheusSource, UsageDaily, UsageSample, UsageSource
 
 __all__ = [
     "Allocation",
@@ -24,9 +23,7 @@ __all__ = [
     "DriftEvent",
     "ManagedObject",
     "PriorityClass",
-    "PrometheusSource",
     "Resource",
-    "Suggestion",
     "SyncLease",
     "SyncObjectResult",
     "SyncRequest",
@@ -34,7 +31,4 @@ __all__ = [
     "Team",
     "TeamMembership",
     "TeamNamespace",
-    "UsageDaily",
-    "UsageSample",
-    "UsageSource",
 ]

@@ -1,6 +1,6 @@
 """Audit events of quota changes (cluster modes, allocations); approvals write theirs here too.
 
-The log is append-only and hash-chained: write it only through ``quotas.audit.audit_record``.
+The log is append-only and hash-chained: write it only through ``quotas.audit.chain.audit_record``.
 """
 
 from django.conf import settings

@@ -2,7 +2,7 @@
 
 from django import template
 
-from quotas.audit_labels import action_label as _action_label
+from quotas.audit.labels import action_label as _action_label
 
 register = template.Library()
 

@@ -1,4 +1,4 @@
-"""Every transaction takes its row locks in the one order quotas.locks.LOCK_ORDER states, and
+"""Every transaction takes its row locks in the one order portal.locks.LOCK_ORDER states, and
 only the lock modules lock rows: read from the SQL PostgreSQL runs for each kind of change."""
 
 import ast
@@ -14,7 +14,6 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from approvals.approval_policies import approval_policy_save
 from approvals.grants import requests_expire_due, requests_start_due
 from approvals.lifecycle import (
     request_approve,
@@ -24,8 +23,9 @@ from approvals.lifecycle import (
 )
 from approvals.lines import LineInput
 from approvals.models import ApprovalPolicy
-from quotas.locks import LOCK_ORDER
-from quotas.models import ClusterCapacity, PriorityClass, Resource, Suggestion, SyncRequest
+from approvals.policy.clusters import approval_policy_save
+from portal.locks import LOCK_ORDER
+from quotas.models import ClusterCapacity, PriorityClass, Resource, SyncRequest
 from quotas.services import (
     cluster_capacity_delete,
     cluster_capacity_set,
@@ -35,6 +35,7 @@ from quotas.services import (
     team_namespace_set_shadow,
 )
 from tests.approvals.conftest import new_request
+from usage.models import Suggestion
 
 pytestmark = pytest.mark.django_db
 REPO = Path(__file__).resolve().parents[2]

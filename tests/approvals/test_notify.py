@@ -645,7 +645,7 @@ def test_real_worker_sends_what_was_committed_and_nothing_rolled_back(
 def test_each_notification_anchors_the_audit_log_and_carries_the_anchor(
     webhooks, settings, tmp_path, monkeypatch, django_capture_on_commit_callbacks, admin, cluster
 ):
-    from quotas.audit import audit_record
+    from quotas.audit.chain import audit_record
 
     settings.AUDIT_ANCHOR_FILE = str(tmp_path / "anchors.jsonl")
     event = audit_record(acting_user=admin, action="cluster.sync_mode", target=cluster)

@@ -4,7 +4,7 @@ from decimal import Decimal as D
 
 import pytest
 
-from approvals.policy import LineDelta, PolicyFacts, decide_policy, hold_for_waiting
+from approvals.policy.rules import LineDelta, PolicyFacts, decide_policy, hold_for_waiting
 
 
 def line(g0, g1, c0, c1, cluster="demo"):

@@ -103,8 +103,8 @@ def test_actions_follow_the_status(people, draft):
 def test_who_may_request_for_a_team_is_one_answer(client, people, plan, gpu, admin):
     """The request service, the suggestion button and the list's New request button all ask
     teams_requestable_by."""
-    from quotas.models import Suggestion
-    from quotas.usage.suggestion_selectors import suggestion_requestable_by
+    from usage.models import Suggestion
+    from usage.suggestion_selectors import suggestion_requestable_by
 
     team = plan["team-c"].team
     suggestion = Suggestion(team_namespace=plan["team-c"], resource=gpu)

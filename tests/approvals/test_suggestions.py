@@ -14,7 +14,7 @@ from approvals.suggestions import request_from_suggestion
 from common.errors import NotAllowed
 from portal.tokens import api_token_create
 from quotas.models import ClusterCapacity
-from tests.quotas.suggestions.conftest import june_suggestions_create, june_usage_create
+from tests.usage.suggestions.conftest import june_suggestions_create, june_usage_create
 
 pytestmark = pytest.mark.django_db
 

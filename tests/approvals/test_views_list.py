@@ -9,10 +9,10 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from approvals import views_list
 from approvals.lifecycle import request_create, request_submit
 from approvals.lines import LineInput
 from approvals.models import QuotaRequest
+from approvals.views import list as views_list
 from quotas.models import Cluster, ClusterCapacity, TeamMembership, TeamNamespace
 from quotas.services import allocation_set
 from tests.approvals.conftest import new_request

@@ -24,9 +24,10 @@ from django_celery_beat.models import (
 )
 
 from approvals.models import Approval, ApprovalPolicy, QuotaRequest, RequestLine
-from portal.models import IdempotencyKey, WorkerHeartbeat
+from common.models import IdempotencyKey
+from portal.models import WorkerHeartbeat
 from portal.tokens import api_token_create
-from quotas.audit import audit_record
+from quotas.audit.chain import audit_record
 from quotas.models import (
     Allocation,
     AllocationVersion,
@@ -35,9 +36,7 @@ from quotas.models import (
     DriftEvent,
     ManagedObject,
     PriorityClass,
-    PrometheusSource,
     Resource,
-    Suggestion,
     SyncLease,
     SyncObjectResult,
     SyncRequest,
@@ -45,9 +44,8 @@ from quotas.models import (
     Team,
     TeamMembership,
     TeamNamespace,
-    UsageDaily,
-    UsageSample,
 )
+from usage.models import PrometheusSource, Suggestion, UsageDaily, UsageSample
 
 pytestmark = pytest.mark.django_db
 

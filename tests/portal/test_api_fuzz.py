@@ -31,8 +31,8 @@ from schemathesis.specs.openapi.checks import (
 
 from approvals.lifecycle import request_submit
 from portal.tokens import api_token_create
-from quotas.models import Suggestion
 from tests.approvals.conftest import new_request
+from usage.models import Suggestion
 
 pytestmark = pytest.mark.django_db
 

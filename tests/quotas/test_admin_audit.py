@@ -16,8 +16,8 @@ from django.db import IntegrityError, transaction
 from approvals.lifecycle import request_approve, request_create
 from approvals.lines import LineInput
 from common.errors import ValidationFailed
-from quotas.audit import audit_verify
-from quotas.audit_labels import ACTION_LABELS
+from quotas.audit.chain import audit_verify
+from quotas.audit.labels import ACTION_LABELS
 from quotas.models import (
     AuditEvent,
     Cluster,

@@ -25,7 +25,8 @@ from django.db import IntegrityError, connection, connections, transaction
 from django.db.migrations.loader import MigrationLoader
 from django.urls import reverse
 
-from quotas.audit import (
+from quotas.audit.anchors import audit_anchor_write, audit_anchors_read
+from quotas.audit.chain import (
     CSV_HEADER,
     GENESIS_HASH,
     AuditVerification,
@@ -35,7 +36,6 @@ from quotas.audit import (
     audit_record,
     audit_verify,
 )
-from quotas.audit_anchors import audit_anchor_write, audit_anchors_read
 from quotas.models.audit import AuditChainHead, AuditEvent
 from quotas.services import allocation_set
 from quotas.tasks import anchor_audit_log
@@ -847,7 +847,7 @@ class TestCompleteness:
     def test_the_check_costs_one_query_per_kind_of_row_whatever_their_number(
         self, admin, ns_a, gpu, django_assert_num_queries
     ):
-        from quotas.audit import AUDIT_COVERAGE, audit_missing_events
+        from quotas.audit.chain import AUDIT_COVERAGE, audit_missing_events
 
         for cap in range(2, 40):
             allocation_set(

@@ -12,8 +12,8 @@ from django.db import connection
 from django.db.backends.postgresql.base import DatabaseWrapper
 from django.db.utils import ProgrammingError
 
-from quotas.audit import audit_verify
-from quotas.audit_grants import audit_grants_check
+from quotas.audit.chain import audit_verify
+from quotas.audit.grants import audit_grants_check
 
 GRANTS_SQL = Path(__file__).resolve().parents[2] / "deploy" / "postgres" / "audit-grants.sql"
 

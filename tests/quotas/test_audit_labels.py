@@ -2,7 +2,7 @@ from django.template import Context, Template
 from django.utils import translation
 
 from approvals.models import QuotaRequest
-from quotas.audit_labels import ACTION_LABELS, action_label
+from quotas.audit.labels import ACTION_LABELS, action_label
 
 
 def test_every_request_status_has_a_label():

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 from django.template import Context, Template
 
-from quotas.audit_labels import SUMMARY_FIELDS, audit_change_summary
+from quotas.audit.labels import SUMMARY_FIELDS, audit_change_summary
 
 
 def test_changed_fields_only_old_to_new():

@@ -8,9 +8,9 @@ from django.test.utils import CaptureQueriesContext
 
 from quotas.models import Team, TeamMembership
 from quotas.selectors import team_ids_of, team_ids_remembered
-from quotas.usage.suggestion_selectors import suggestion_requestable_by
 from tests.conftest import make_user
 from tests.overview_world import grow_world
+from usage.suggestion_selectors import suggestion_requestable_by
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +41,7 @@ def test_the_suggestions_page_reads_a_fixed_number_of_queries_and_offers_the_sam
         grow_world(teams=8, clusters=3, requests_per_team=0, admin=admin)
         large, html = _suggestions_page(client)
         counts[who.username] = (small, large)
-        from quotas.models import Suggestion
+        from usage.models import Suggestion
 
         for s in Suggestion.objects.select_related("team_namespace"):
             button = f'action="/requests/from-suggestion/{s.pk}/"'

@@ -8,7 +8,7 @@ from django.contrib.auth import authenticate
 from django.core.management import call_command
 from django.test import RequestFactory
 
-from quotas.audit import audit_verify
+from quotas.audit.chain import audit_verify
 from quotas.models import Allocation, AuditEvent, Cluster
 from quotas.roles import is_auditor, is_platform_admin
 

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from approvals.models import QuotaRequest
-from quotas.audit import audit_record
+from quotas.audit.chain import audit_record
 from quotas.models import AuditEvent, TeamMembership
 from tests.conftest import make_user
 from tests.overview_world import grow_world

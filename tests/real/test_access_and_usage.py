@@ -14,22 +14,16 @@ import yaml
 from django.core.management import call_command
 from django.utils import timezone
 
-from quotas.models import (
-    Allocation,
-    Cluster,
-    PriorityClass,
-    SyncRun,
-    TeamNamespace,
-    UsageSample,
-)
+from quotas.models import Allocation, Cluster, PriorityClass, SyncRun, TeamNamespace
 from quotas.services import (
     allocation_set,
     priority_class_delete,
     priority_class_delete_problems,
     priority_class_save,
 )
-from quotas.usage.cluster import usage_collect_cluster
 from tests.real.conftest import poll, sync_now
+from usage.cluster import usage_collect_cluster
+from usage.models import UsageSample
 
 pytestmark = pytest.mark.django_db
 

@@ -3,7 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
-from quotas.audit_grants import audit_grants_check
+from quotas.audit.grants import audit_grants_check
 
 
 class Command(BaseCommand):

@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand
 from django.db import models, transaction
 
 from common.errors import ValidationFailed
-from quotas.audit_anchors import audit_anchor_write
+from quotas.audit.anchors import audit_anchor_write
 from quotas.clusters import cluster_save, resource_save
 from quotas.models import Cluster, PriorityClass, Resource, Team, TeamNamespace
 from quotas.models import TeamMembership as M

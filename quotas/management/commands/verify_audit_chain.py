@@ -5,8 +5,8 @@ the first problem (exit 1 if there is one)."""
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from quotas.audit import audit_verify
-from quotas.audit_anchors import AnchorFileError, audit_anchors_read
+from quotas.audit.anchors import AnchorFileError, audit_anchors_read
+from quotas.audit.chain import audit_verify
 
 
 class Command(BaseCommand):

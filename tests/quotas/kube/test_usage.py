@@ -5,7 +5,7 @@ from decimal import Decimal
 import pytest
 
 from quotas.kube.client import KubeClient
-from quotas.kube.usage import pod_requests, team_usage_now
+from quotas.kube.pods import pod_requests, team_usage_now
 from quotas.models import Cluster
 
 

@@ -1,0 +1,1 @@
+"""Pages of the overview app: the dashboard (home) and the clusters with the plan summary."""

@@ -1,0 +1,180 @@
+"""Pages of the quota app: the cluster overview (``/clusters/``, ``/clusters/<name>/``) and the
+cross-cluster summary (``/summary/``). The team dashboard at ``/`` is approvals'
+(views_dashboard), as it shows requests too.
+
+Everybody signed in sees capacity and totals; a lead or member sees the other teams only as one
+aggregate, and the details of syncs and drift are for admins and auditors. Each page issues a
+fixed number of queries, however many clusters, teams or allocations there are.
+"""
+
+from collections import defaultdict
+
+from django.contrib.auth.decorators import login_required
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from django.utils.text import slugify
+from django.utils.translation import gettext as _
+
+from common.amounts import format_amount
+from common.pagecache import render_kept
+from overview.charts import capacity_figure, chart_segments
+from overview.selectors import (
+    ClusterLines,
+    ResourceLine,
+    amount_cell,
+    capacity_by_team,
+    findings_visible_to,
+    plan_summary,
+)
+from quotas.kube.status import cluster_sync_status, open_sync_requests, recent_drift
+from quotas.models import Cluster, ClusterCapacity
+from quotas.roles import sees_everything
+from quotas.selectors import plan_findings_of
+
+
+def _capacity_chart(block: ClusterLines, index: int, line) -> dict:
+    title = _("%(resource)s on %(cluster)s: guarantees and caps against capacity") % {
+        "resource": line.resource,
+        "cluster": line.cluster,
+    }
+    labels = {
+        "guarantees": _("sum of guarantees"),
+        "caps": _("sum of caps"),
+        "capacity": _("capacity %(amount)s %(unit)s")
+        % {"amount": format_amount(line.capacity or 0), "unit": line.unit},
+    }
+    segments = chart_segments(line.shares, rest_label=_("smaller teams"))
+    return {
+        "id": f"cluster-chart-{block.cluster.pk}-{index}",
+        "title": title,
+        "figure": capacity_figure(
+            title=title, unit=line.unit, capacity=line.capacity, segments=segments, labels=labels
+        ),
+    }
+
+
+def _line_cells(line: ResourceLine, chart: dict) -> dict:
+    """A resource line of a cluster with its chart, each amount as the page writes it."""
+    return {
+        "line": line,
+        "chart": chart,
+        "slug": slugify(line.resource),
+        "capacity": amount_cell(line.capacity),
+        "guaranteed": amount_cell(line.guaranteed),
+        "free_guarantee": amount_cell(line.free_guarantee),
+        "capped": amount_cell(line.capped),
+        # The teams' shares, then the other teams' together (the last share, if any).
+        "shares": [
+            (share.label, amount_cell(share.guarantee), amount_cell(share.cap))
+            for share in line.shares
+            if not share.is_others
+        ],
+        "others": [
+            (share.label, amount_cell(share.guarantee), amount_cell(share.cap))
+            for share in line.shares
+            if share.is_others
+        ],
+    }
+
+
+def _cluster_context(request: HttpRequest, clusters: QuerySet[Cluster]) -> dict:
+    user = request.user
+    everything = sees_everything(user)
+    # The clusters are read once, with their sync status, and their capacities once: the
+    # capacity lines and the rule violations both start from them.
+    sync_rows = cluster_sync_status(clusters=clusters)
+    sync = {row.cluster.pk: row for row in sync_rows}
+    cluster_list = [row.cluster for row in sync_rows]
+    ids = [cluster.pk for cluster in cluster_list]
+    capacities = list(
+        ClusterCapacity.objects.filter(cluster_id__in=ids)
+        .select_related("resource")
+        .order_by("resource__name")
+    )
+    overview = capacity_by_team(
+        user=user, clusters=cluster_list, capacities=capacities, others_label=_("Other teams")
+    )
+    findings = defaultdict(list)
+    for finding in findings_visible_to(user, plan_findings_of(cluster_list, capacities)):
+        findings[finding.cluster].append(finding)
+    blocks, chart_data = [], []
+    for block in overview:
+        charts = [_capacity_chart(block, i, line) for i, line in enumerate(block.lines)]
+        chart_data += [{"id": c["id"], "figure": c["figure"]} for c in charts]
+        blocks.append(
+            {
+                "cluster": block.cluster,
+                "url": reverse("cluster-detail", args=[block.cluster.name]),
+                "lines": [
+                    _line_cells(line, chart)
+                    for line, chart in zip(block.lines, charts, strict=True)
+                ],
+                "over_promised": block.over_promised,
+                "findings": findings.get(block.cluster.name, []),
+                "sync": sync.get(block.cluster.pk),
+            }
+        )
+    return {
+        "blocks": blocks,
+        "chart_data": chart_data,
+        "sees_everything": everything,
+        "cluster_ids": ids,
+    }
+
+
+@login_required
+def cluster_list(request: HttpRequest) -> HttpResponse:
+    def context() -> tuple[dict, int]:
+        values = _cluster_context(request, Cluster.objects.all())
+        if sees_everything(request.user):
+            values["drift"] = recent_drift(limit=10)
+        return values, 200
+
+    return render_kept(
+        request,
+        "clusters",
+        page="overview/clusters.html",
+        part="overview/_clusters.html",
+        context=context,
+    )
+
+
+@login_required
+def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
+    cluster = get_object_or_404(Cluster, name=name)
+
+    def context() -> tuple[dict, int]:
+        values = _cluster_context(request, Cluster.objects.filter(pk=cluster.pk))
+        values["cluster"] = cluster
+        if sees_everything(request.user):
+            values["drift"] = recent_drift(cluster_ids=[cluster.pk])
+            values["open_syncs"] = open_sync_requests(cluster_ids=[cluster.pk])
+        return values, 200
+
+    return render_kept(
+        request,
+        "cluster",
+        page="overview/clusters.html",
+        part="overview/_clusters.html",
+        context=context,
+        page_context={"cluster": cluster},
+    )
+
+
+@login_required
+def summary(request: HttpRequest) -> HttpResponse:
+    def context() -> tuple[dict, int]:
+        table = plan_summary(
+            user=request.user, others_label=_("Other teams"), total_label=_("Total")
+        )
+        return {"summary": table, "sees_everything": sees_everything(request.user)}, 200
+
+    return render_kept(
+        request,
+        "summary",
+        page="overview/summary.html",
+        part="overview/_summary.html",
+        context=context,
+    )

@@ -1,0 +1,90 @@
+"""The overview pages' chart figures: plain functions from reads to plotly JSON."""
+
+from datetime import date
+from decimal import Decimal
+
+from overview.charts import MAX_SEGMENTS, capacity_figure, chart_segments, team_usage_figure
+from overview.selectors import Share, UsageSeries
+
+LABELS = {"guarantees": "G", "caps": "C", "capacity": "cap line"}
+
+
+def share(name: str, g: int, c: int) -> Share:
+    return Share(name, name, Decimal(g), Decimal(c))
+
+
+def test_few_teams_keep_their_own_segments_and_others_stay_last():
+    others = Share("Other teams", None, Decimal(5), Decimal(9))
+    shares = [share("a", 1, 2), share("b", 3, 4), others]
+    assert chart_segments(shares, rest_label="rest") == shares
+
+
+def test_many_teams_keep_the_largest_and_merge_the_rest():
+    shares = [share(f"t{i:02}", i, 2 * i) for i in range(1, 31)]
+    segments = chart_segments(shares, rest_label="smaller teams")
+    assert len(segments) == MAX_SEGMENTS
+    kept = [s.label for s in segments[:-1]]
+    assert kept == [f"t{i:02}" for i in range(20, 31)]  # the 11 largest caps, by name
+    rest = segments[-1]
+    assert (rest.label, rest.guarantee, rest.cap) == (
+        "smaller teams",
+        sum(range(1, 20)),
+        2 * sum(range(1, 20)),
+    )
+    assert sum(s.cap for s in segments) == sum(s.cap for s in shares)
+
+
+def test_capacity_figure_stacks_teams_under_a_capacity_line():
+    fig = capacity_figure(
+        title="T",
+        unit="GPU",
+        capacity=Decimal(16),
+        segments=[share("a", 6, 10), share("b", 4, 6)],
+        labels=LABELS,
+    )
+    assert fig["layout"]["barmode"] == "stack"
+    assert [(t["name"], t["x"], t["y"]) for t in fig["data"]] == [
+        ("a", ["G", "C"], [6.0, 10.0]),
+        ("b", ["G", "C"], [4.0, 6.0]),
+    ]
+    [line] = fig["layout"]["shapes"]
+    assert (line["y0"], line["y1"], line["xref"]) == (16.0, 16.0, "paper")
+    no_capacity = capacity_figure(title="T", unit="GPU", capacity=None, segments=[], labels=LABELS)
+    assert "shapes" not in no_capacity["layout"]
+
+
+def test_team_usage_figure_draws_guarantee_and_cap_as_steps():
+    series = UsageSeries(
+        team_id=1,
+        cluster="demo",
+        resource="nvidia.com/gpu",
+        unit="GPU",
+        days=[date(2026, 1, 1), date(2026, 1, 2)],
+        peak=[Decimal(7), Decimal("7.5")],
+        mean=[Decimal(4), Decimal(5)],
+        guarantee=[Decimal(6), None],
+        cap=[Decimal(10), Decimal(12)],
+    )
+    labels = {"peak": "peak", "mean": "mean", "guarantee": "g", "cap": "c"}
+    fig = team_usage_figure(series, title="T", labels=labels)
+    by_name = {t["name"]: t for t in fig["data"]}
+    assert by_name["peak"]["x"] == ["2026-01-01", "2026-01-02"]
+    assert by_name["peak"]["y"] == [7.0, 7.5]
+    assert by_name["g"]["y"] == [6.0, None] and by_name["g"]["line"]["shape"] == "hv"
+    assert by_name["c"]["y"] == [10.0, 12.0]
+    assert fig["layout"]["yaxis"]["title"]["text"] == "GPU"
+    assert fig["layout"]["xaxis"]["dtick"] == 86_400_000  # one tick a day, not hours
+
+
+def test_a_month_of_days_gets_a_tick_every_few_days():
+    series = UsageSeries(
+        team_id=1,
+        cluster="c",
+        resource="r",
+        unit="GPU",
+        days=[date(2026, 1, d) for d in range(1, 31)],
+    )
+    axis = team_usage_figure(
+        series, title="T", labels={"peak": "p", "mean": "m", "guarantee": "g", "cap": "c"}
+    )["layout"]["xaxis"]
+    assert axis["dtick"] == 4 * 86_400_000 and axis["tickformat"] == "%Y-%m-%d"

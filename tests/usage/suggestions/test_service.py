@@ -1,0 +1,123 @@
+"""suggestions_compute, suggest_quotas and the monthly beat entry."""
+
+import re
+from datetime import date
+from decimal import Decimal
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from common.dates import parse_month
+from common.errors import ValidationFailed
+from portal.schedules import ensure_default_schedules
+from quotas.models import TeamNamespace
+from usage.models import Suggestion
+from usage.suggestions import previous_month, suggestions_compute
+
+from .conftest import JUNE, rollup
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.django_db
+def test_a_month_of_rollups_becomes_one_suggestion_per_allocation(june_suggestions):
+    a, b = june_suggestions["team-a-training"], june_suggestions["team-b-inference"]
+    # training, peak 3 every day: floor 2.4, recent mean 2 -> 3; cap ceil(3.75) = 4
+    assert (a.current_guarantee, a.current_cap) == (6, 10)
+    assert (a.suggested_guarantee, a.suggested_cap) == (3, 4)
+    assert "idle_guarantee" in a.flags and a.confidence == "high"
+    assert a.figures["days_of_data"] == 30 and a.figures["utilization_mean"] == "40"
+    # inference, steady at 6: guarantee 6 (its mean), cap ceil(7.5) = 8 = 50% of 16
+    assert (b.suggested_guarantee, b.suggested_cap) == (6, 8)
+    assert b.figures["pending_wait_max_seconds"] == 120
+    assert a.month == JUNE and a.cluster.name == "demo"
+
+
+@pytest.mark.django_db
+def test_computing_again_replaces_the_month_and_drops_what_is_gone(june_suggestions, cluster, gpu):
+    team = june_suggestions["team-a-training"].team_namespace.team
+    extra = TeamNamespace.objects.create(team=team, cluster=cluster, name="team-a-dev")
+    rollup(extra, gpu, date(2025, 6, 10), peak=1)
+    assert suggestions_compute(cluster=cluster, month=JUNE, today=date(2025, 7, 2)) == 3
+    assert Suggestion.objects.filter(month=JUNE).count() == 3
+    extra.usage_days.all().delete()
+    assert suggestions_compute(cluster=cluster, month=JUNE, today=date(2025, 7, 3)) == 2
+    assert not Suggestion.objects.filter(team_namespace=extra).exists()
+
+
+@pytest.mark.django_db
+def test_a_month_in_progress_is_said_to_be(june_usage, cluster):
+    suggestions_compute(cluster=cluster, month=JUNE, today=date(2025, 6, 20))
+    s = Suggestion.objects.get(team_namespace__name="team-a-training")
+    assert "month_not_over" in s.flags and s.confidence == "medium"
+    assert s.figures["days_of_data"] == 19  # only the days before today are read
+
+
+@pytest.mark.django_db
+def test_over_subscribed_suggestions_are_scaled_to_the_capacity(june_usage, cluster):
+    cluster.capacities.update(capacity=Decimal(8))
+    cluster.max_cap_share = Decimal(1)
+    cluster.save()
+    suggestions_compute(cluster=cluster, month=JUNE, today=date(2025, 7, 1))
+    rows = {s.team_namespace.name: s for s in Suggestion.objects.select_related("team_namespace")}
+    # 3 + 6 = 9 > 8: x 8/9 -> 2.67 and 5.33 -> 2 + 5, one left for the larger remainder (a)
+    assert rows["team-a-training"].suggested_guarantee == 3
+    assert rows["team-b-inference"].suggested_guarantee == 5
+    assert "scaled_down" in rows["team-b-inference"].flags
+    assert "scaled_down" not in rows["team-a-training"].flags  # kept its 3
+
+
+def test_month_parsing_names_the_field():
+    assert parse_month("2025-06") == date(2025, 6, 1)
+    for bad in ("2025-13", "June", "2025-6", ""):
+        with pytest.raises(ValidationFailed) as exc:
+            parse_month(bad)
+        assert exc.value.field == "month" and "YYYY-MM" in exc.value.message
+    assert previous_month(date(2025, 1, 15)) == date(2024, 12, 1)
+
+
+@pytest.mark.django_db
+def test_suggest_quotas_command(june_usage, cluster):
+    out, err = StringIO(), StringIO()
+    call_command(
+        "suggest_quotas", "--cluster", "demo", "--month", "2025-06", stdout=out, stderr=err
+    )
+    assert re.search(r"team-a-training\s+nvidia.com/gpu\s+6/10 -> 3/4", out.getvalue())
+    assert "2 suggestions for demo 2025-06" in err.getvalue()
+    with pytest.raises(CommandError, match="--cluster: no cluster named 'nope'"):
+        call_command("suggest_quotas", "--cluster", "nope")
+    with pytest.raises(CommandError, match="--month: give a month as YYYY-MM"):
+        call_command("suggest_quotas", "--cluster", "demo", "--month", "2025-13")
+
+
+@pytest.mark.django_db
+def test_the_monthly_beat_entry_follows_the_settings():
+    from django_celery_beat.models import PeriodicTask
+
+    ensure_default_schedules()
+    task = PeriodicTask.objects.get(name="monthly suggestions")
+    assert task.task == "quotas.compute_suggestions"
+    assert task.crontab.day_of_month == str(settings.SUGGESTIONS_DAY_OF_MONTH)
+    assert task.crontab.hour == str(settings.SUGGESTIONS_HOUR)
+    assert task.interval is None
+
+
+def test_settings_env_example_and_readme_agree_on_the_suggestion_schedule():
+    env = (ROOT / ".env.example").read_text()
+    readme = (ROOT / "README.md").read_text()
+    for name in ("SUGGESTIONS_DAY_OF_MONTH", "SUGGESTIONS_HOUR"):
+        default = getattr(settings, name)
+        assert re.search(rf"^{name}={default}$", env, re.M), name
+        assert f"| `{name}` | `{default}` |" in readme, name
+
+
+@pytest.mark.django_db
+def test_the_monthly_task_computes_last_month_for_every_cluster(june_usage, cluster):
+    from usage.tasks import compute_cluster_suggestions
+
+    assert compute_cluster_suggestions(cluster.pk, "2025-06") == 2
+    assert compute_cluster_suggestions(10_000) == 0

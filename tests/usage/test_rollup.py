@@ -1,0 +1,223 @@
+"""Daily rollups: hand-checked figures, the PostgreSQL statement against the Python path, and
+pruning that keeps the rollups."""
+
+import random
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+from usage import rollup
+
+from quotas.models import AllocationVersion
+from quotas.services import allocation_set
+from usage.models import UsageDaily, UsageSample
+from usage.rollup import usage_prune, usage_rollup
+from usage.selectors import typical_daily_peaks, usage_daily_for
+
+DAY = date(2025, 3, 1)
+
+
+def at(hour: int, minute: int = 0, day: date = DAY) -> datetime:
+    return datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC)
+
+
+def sample(ns, gpu, when, allocated, source="cluster", **extra):
+    return UsageSample.objects.create(
+        team_namespace=ns,
+        resource=gpu,
+        timestamp=when,
+        allocated=Decimal(allocated),
+        source=source,
+        **extra,
+    )
+
+
+@pytest.mark.django_db
+def test_a_day_is_rolled_up_by_hand(ns_a, gpu, alloc_a):
+    # Four samples six hours apart: each stands for at most USAGE_SAMPLE_MAX_GAP_SECONDS (1 h).
+    sample(ns_a, gpu, at(0), 2, pending=Decimal(3), pending_pods=1, wait_seconds=600)
+    sample(ns_a, gpu, at(6), 8, evictions=2)
+    sample(ns_a, gpu, at(12), 10, pending=Decimal(1), pending_pods=1, wait_seconds=100)
+    sample(ns_a, gpu, at(18), 4)
+    # A second source with fewer samples: only its utilization counts.
+    sample(ns_a, gpu, at(3), 16, source="csv", utilization=Decimal(40))
+    sample(ns_a, gpu, at(9), 16, source="csv", utilization=Decimal(60))
+
+    assert usage_rollup(start=DAY, end=DAY).days == 1
+    day = UsageDaily.objects.get()
+    assert (day.source, day.samples) == ("cluster", 4)
+    assert day.peak == 10
+    assert day.mean == 6
+    assert day.p95 == Decimal("9.7")  # 8 + (10 - 8) * 0.85
+    assert day.gpu_hours == 24  # (2 + 8 + 10 + 4) × 1 h
+    # Guarantee 6 (the first version's, the samples are older than it).
+    assert day.guarantee == 6
+    assert day.borrowed_gpu_hours == 6  # (8 - 6) + (10 - 6)
+    assert day.idle_guaranteed_gpu_hours == 6  # (6 - 2) + (6 - 4)
+    assert day.utilization_mean == 50
+    assert day.pending_peak == 3
+    assert day.pending_wait_seconds == 600
+    assert day.pending_wait_mean_seconds == 350
+    assert day.evictions == 2
+
+
+@pytest.mark.django_db
+def test_the_guarantee_in_force_at_each_sample_counts(ns_a, gpu, alloc_a, admin):
+    allocation_set(team_namespace=ns_a, resource=gpu, guarantee=2, cap=10, acting_user=admin)
+    AllocationVersion.objects.filter(version=2).update(changed_at=at(12))
+    sample(ns_a, gpu, at(10), 4)  # guarantee 6: 2 idle
+    sample(ns_a, gpu, at(11), 4)  # guarantee 6: 2 idle
+    sample(ns_a, gpu, at(12), 4)  # guarantee 2: 2 borrowed
+    sample(ns_a, gpu, at(13), 4)  # guarantee 2: 2 borrowed
+    usage_rollup(start=DAY, end=DAY)
+    day = UsageDaily.objects.get()
+    assert (day.idle_guaranteed_gpu_hours, day.borrowed_gpu_hours) == (4, 4)
+    assert day.guarantee == 2
+
+
+@pytest.mark.django_db
+def test_a_sample_near_midnight_stands_until_the_next_days_first(ns_a, gpu, alloc_a):
+    sample(ns_a, gpu, at(23, 50), 6)
+    sample(ns_a, gpu, at(0, 0, DAY + timedelta(days=1)), 6)
+    usage_rollup(start=DAY, end=DAY)
+    day = UsageDaily.objects.get()
+    assert day.gpu_hours == 1  # 6 GPUs for 10 minutes
+    assert day.idle_guaranteed_gpu_hours == 0
+
+
+@pytest.mark.django_db
+def test_rollup_is_idempotent_and_follows_corrected_samples(ns_a, gpu, alloc_a):
+    first = sample(ns_a, gpu, at(0), 2)
+    sample(ns_a, gpu, at(1), 2)
+    usage_rollup(start=DAY, end=DAY)
+    usage_rollup(start=DAY, end=DAY)
+    assert UsageDaily.objects.get().peak == 2
+    first.allocated = Decimal(5)
+    first.save()
+    usage_rollup(start=DAY, end=DAY)
+    assert UsageDaily.objects.get().peak == 5
+
+
+def _fill_random(namespaces, gpu, days=3):
+    rng = random.Random(7)
+    rows = []
+    for ns in namespaces:
+        for d in range(days):
+            start = datetime(2025, 3, 1 + d, tzinfo=UTC)
+            for i in range(0, 288, rng.choice([1, 2, 3])):
+                when = start + timedelta(minutes=5 * i)
+                pending = Decimal(rng.choice([0, 0, 0, 1, 2]))
+                rows.append(
+                    UsageSample(
+                        team_namespace=ns,
+                        resource=gpu,
+                        timestamp=when,
+                        allocated=Decimal(rng.randint(0, 12)) + Decimal(rng.choice([0, "0.5"])),
+                        utilization=Decimal(rng.randint(0, 10000)) / 100
+                        if rng.random() < 0.5
+                        else None,
+                        pending=pending,
+                        pending_pods=int(pending),
+                        wait_seconds=rng.randint(1, 5000) if pending else None,
+                        evictions=rng.choice([0, 0, 0, 1]),
+                        source="cluster",
+                    )
+                )
+            for i in range(0, 288, 12):  # a sparser second source
+                rows.append(
+                    UsageSample(
+                        team_namespace=ns,
+                        resource=gpu,
+                        timestamp=start + timedelta(minutes=5 * i + 1),
+                        allocated=Decimal(rng.randint(0, 12)),
+                        utilization=Decimal(rng.randint(0, 100)),
+                        source="prometheus",
+                    )
+                )
+    UsageSample.objects.bulk_create(rows)
+
+
+FIGURES = [
+    "source",
+    "samples",
+    "peak",
+    "p95",
+    "mean",
+    "utilization_mean",
+    "memory_used_mean_mib",
+    "gpu_hours",
+    "borrowed_gpu_hours",
+    "idle_guaranteed_gpu_hours",
+    "guarantee",
+    "pending_wait_seconds",
+    "pending_wait_mean_seconds",
+    "pending_peak",
+    "evictions",
+]
+
+
+def _snapshot():
+    return {
+        (d.team_namespace_id, d.resource_id, d.day): tuple(getattr(d, f) for f in FIGURES)
+        for d in UsageDaily.objects.all()
+    }
+
+
+@pytest.mark.django_db
+def test_postgresql_statement_and_python_path_agree(ns_a, ns_b, gpu, alloc_a, alloc_b, admin):
+    if connection.vendor != "postgresql":
+        pytest.skip("the SQL path runs on PostgreSQL only")
+    allocation_set(team_namespace=ns_a, resource=gpu, guarantee=3, cap=10, acting_user=admin)
+    AllocationVersion.objects.filter(allocation__team_namespace=ns_a, version=2).update(
+        changed_at=datetime(2025, 3, 2, 7, 3, tzinfo=UTC)
+    )
+    _fill_random([ns_a, ns_b], gpu)
+    start, end = date(2025, 3, 1), date(2025, 3, 2)  # the third day only gives the last lead
+    assert rollup._rollup_python(start, end, None) == 4
+    by_python = _snapshot()
+    UsageDaily.objects.all().delete()
+    assert rollup._rollup_postgresql(start, end, None) == 4
+    by_sql = _snapshot()
+    assert by_sql == by_python
+    # Restricted to one cluster, the same.
+    UsageDaily.objects.all().delete()
+    rollup._rollup_postgresql(start, end, ns_a.cluster_id)
+    assert _snapshot() == by_python
+
+
+@pytest.mark.django_db
+def test_pruning_keeps_rollups_and_a_later_rollup_leaves_them(ns_a, gpu, alloc_a, settings):
+    settings.USAGE_RETENTION_DAYS = 10
+    now = datetime(2025, 3, 20, 12, tzinfo=UTC)
+    sample(ns_a, gpu, at(5), 3)  # 19 days old
+    sample(ns_a, gpu, datetime(2025, 3, 10, 0, tzinfo=UTC), 4)  # day 10 days back: kept
+    sample(ns_a, gpu, datetime(2025, 3, 9, 23, 59, tzinfo=UTC), 4)  # pruned
+    usage_rollup(start=DAY, end=DAY)
+    assert usage_prune(now=now) == 2
+    assert list(UsageSample.objects.values_list("allocated", flat=True)) == [4]
+    usage_rollup(start=DAY, end=date(2025, 3, 10))
+    assert UsageDaily.objects.get(day=DAY).peak == 3
+
+
+@pytest.mark.django_db
+def test_usage_daily_for_and_typical_daily_peaks(ns_a, ns_b, gpu, alloc_a, alloc_b, cluster):
+    for d in range(20):
+        day = DAY + timedelta(days=d)
+        sample(ns_a, gpu, at(1, 0, day), d)  # peaks 0..19
+        sample(ns_b, gpu, at(1, 0, day), 2)
+    usage_rollup(start=DAY, end=DAY + timedelta(days=19))
+    rows = usage_daily_for(cluster=cluster, start=DAY, end=DAY + timedelta(days=1))
+    assert [(r.namespace, r.day, r.peak) for r in rows] == [
+        ("team-a-training", DAY, 0),
+        ("team-a-training", DAY + timedelta(days=1), 1),
+        ("team-b-inference", DAY, 2),
+        ("team-b-inference", DAY + timedelta(days=1), 2),
+    ]
+    assert rows[0].team == "team-a" and rows[0].workload_class == "training"
+    assert usage_daily_for(cluster="demo", start=DAY, end=DAY)[0].peak == 0
+    facts = typical_daily_peaks(cluster=cluster, today=DAY + timedelta(days=20))
+    assert [(f.namespace, f.typical_daily_peak) for f in facts] == [
+        ("team-a-training", Decimal("18.05")),  # p95 of 0..19
+        ("team-b-inference", Decimal(2)),
+    ]

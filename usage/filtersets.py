@@ -1,0 +1,53 @@
+"""The filters of the usage and suggestion lists, shared by the pages and the API (the rules of
+quotas.filtersets: names, not ids; a malformed value is an error naming the parameter)."""
+
+import django_filters  # noqa: F401
+
+from common.filtersets import PortalFilterSet, period_form
+from quotas.filtersets import DayFilter, MonthFilter, cluster_filter, name_filter, team_filter
+from usage.models import Suggestion, UsageDaily
+
+
+class SuggestionFilterSet(PortalFilterSet):
+    """Suggestions: ?cluster=&team=&month=YYYY-MM, all optional."""
+
+    cluster = cluster_filter("cluster")
+    team = team_filter("team_namespace__team")
+    month = MonthFilter(field_name="month", help_text="Month suggested for, as YYYY-MM.")
+
+    class Meta:
+        model = Suggestion
+        fields = ["cluster", "team", "month"]
+
+
+USAGE_MAX_DAYS = 400
+DAY_ERRORS = {"required": "required, a day as YYYY-MM-DD"}
+
+
+class UsageDailyFilterSet(PortalFilterSet):
+    """Daily usage: ?start=&end= (days, inclusive, required, at most USAGE_MAX_DAYS apart) and
+    ?cluster=&team=&namespace=&resource=, optional."""
+
+    start = DayFilter(
+        field_name="day",
+        lookup_expr="gte",
+        required=True,
+        help_text="First day (YYYY-MM-DD).",
+        error_messages=DAY_ERRORS,
+    )
+    end = DayFilter(
+        field_name="day",
+        lookup_expr="lte",
+        required=True,
+        help_text=f"Last day (YYYY-MM-DD), at most {USAGE_MAX_DAYS - 1} days after start.",
+        error_messages=DAY_ERRORS,
+    )
+    cluster = cluster_filter("team_namespace__cluster")
+    team = team_filter("team_namespace__team")
+    namespace = name_filter("team_namespace__name", "Namespace name.")
+    resource = name_filter("resource__name", "Resource name, e.g. nvidia.com/gpu.")
+
+    class Meta:
+        model = UsageDaily
+        fields = ["start", "end", "cluster", "team", "namespace", "resource"]
+        form = period_form("start", "end", max_days=USAGE_MAX_DAYS)

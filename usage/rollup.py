@@ -1,0 +1,337 @@
+"""Daily rollups of the raw usage samples, and pruning of samples past the retention.
+
+What each figure of a day (in ``TIME_ZONE``) of one team namespace and resource means:
+
+- The allocation figures come from one source, the one with most samples that day (ties:
+  cluster, then Prometheus, then CSV), so two sources of the same namespace never add up.
+  ``samples``, ``peak`` (max), ``p95`` (continuous percentile, as ``percentile_cont``), ``mean``
+  (of the samples), ``pending_peak``, ``pending_wait_seconds`` (the longest wait seen) and
+  ``pending_wait_mean_seconds`` (mean of the samples' longest waits where something waited).
+- Each sample stands for the time until the next sample of its source (the last one: since the
+  previous), at most ``USAGE_SAMPLE_MAX_GAP_SECONDS``: ``gpu_hours`` = Σ allocated × time,
+  ``borrowed_gpu_hours`` = Σ max(allocated - guarantee, 0) × time and
+  ``idle_guaranteed_gpu_hours`` = Σ max(guarantee - allocated, 0) × time, in unit-hours.
+- The guarantee in force at a sample is the allocation version current at that time; before the
+  first version, the first version's (history imported from before the portal knew the
+  allocation is measured against its first guarantee); without versions the allocation's own;
+  without an allocation 0.
+- ``utilization_mean`` and ``memory_used_mean_mib`` average every source that has them;
+  ``evictions`` add up over every source (only the cluster collector counts them).
+
+On PostgreSQL one ``INSERT ... SELECT ... ON CONFLICT`` computes a whole day range in the
+database; elsewhere (the SQLite demo) the same figures are computed in Python, one namespace
+and resource at a time. ``tests/usage/test_rollup.py`` checks both agree.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from quotas.models import Allocation, AllocationVersion
+from usage.models import UsageDaily, UsageSample
+from usage.stats import percentile
+
+log = logging.getLogger(__name__)
+
+SOURCE_PRIORITY = {"cluster": 0, "prometheus": 1, "csv": 2}
+P95 = Decimal("0.95")
+HOUR = Decimal(3600)
+PRUNE_BATCH = 20_000
+
+
+@dataclass(frozen=True)
+class RollupResult:
+    days: int  # (namespace, resource, day) rows written
+    start: date
+    end: date
+
+
+def _day_bounds(start: date, end: date) -> tuple[datetime, datetime]:
+    tz = ZoneInfo(settings.TIME_ZONE)
+    lo = datetime.combine(start, time.min, tzinfo=tz)
+    hi = datetime.combine(end + timedelta(days=1), time.min, tzinfo=tz)
+    return lo, hi
+
+
+def usage_rollup(*, start: date, end: date, cluster_id: int | None = None) -> RollupResult:
+    """(Re)compute the rollups of the days ``start`` to ``end`` inclusive from the samples there
+    are; days without samples keep the rollup they have (their samples may be pruned)."""
+    if end < start:
+        raise ValueError(f"end {end} is before start {start}")
+    if connection.vendor == "postgresql":
+        written = _rollup_postgresql(start, end, cluster_id)
+    else:
+        written = _rollup_python(start, end, cluster_id)
+    log.info("usage rollup %s..%s: %s rows", start, end, written)
+    return RollupResult(days=written, start=start, end=end)
+
+
+# --------------------------------------------------------------------------------------------
+# PostgreSQL: one statement
+
+_ROLLUP_SQL = """
+WITH versions AS (
+    SELECT a.team_namespace_id, a.resource_id, v.guarantee,
+           CASE WHEN lag(v.changed_at) OVER vw IS NULL THEN '-infinity'::timestamptz
+                ELSE v.changed_at END AS valid_from,
+           coalesce(lead(v.changed_at) OVER vw, 'infinity'::timestamptz) AS valid_to
+    FROM quotas_allocationversion v
+    JOIN quotas_allocation a ON a.id = v.allocation_id
+    WINDOW vw AS (PARTITION BY v.allocation_id ORDER BY v.version)
+),
+raw AS (
+    SELECT s.*,
+           least(coalesce(
+               extract(epoch FROM lead(s."timestamp") OVER w - s."timestamp"),
+               extract(epoch FROM s."timestamp" - lag(s."timestamp") OVER w),
+               0), %(max_gap)s) AS seconds
+    FROM quotas_usagesample s
+    {cluster_join}
+    WHERE s."timestamp" >= %(lo)s AND s."timestamp" < %(hi_gap)s {cluster_where}
+    WINDOW w AS (PARTITION BY s.team_namespace_id, s.resource_id, s.source ORDER BY s."timestamp")
+),
+samples AS (
+    SELECT r.*, (r."timestamp" AT TIME ZONE %(tz)s)::date AS day,
+           coalesce(v.guarantee, a.guarantee, 0) AS g
+    FROM raw r
+    LEFT JOIN versions v ON v.team_namespace_id = r.team_namespace_id
+        AND v.resource_id = r.resource_id
+        AND r."timestamp" >= v.valid_from AND r."timestamp" < v.valid_to
+    LEFT JOIN quotas_allocation a ON a.team_namespace_id = r.team_namespace_id
+        AND a.resource_id = r.resource_id
+    WHERE r."timestamp" < %(hi)s
+),
+per_source AS (
+    SELECT team_namespace_id, resource_id, day, source,
+           count(*) AS samples,
+           max(allocated) AS peak,
+           percentile_cont(0.95) WITHIN GROUP (ORDER BY allocated) AS p95,
+           avg(allocated) AS mean,
+           sum(allocated * seconds) / 3600 AS gpu_hours,
+           sum(greatest(allocated - g, 0) * seconds) / 3600 AS borrowed,
+           sum(greatest(g - allocated, 0) * seconds) / 3600 AS idle,
+           (array_agg(g ORDER BY "timestamp" DESC))[1] AS guarantee,
+           max(wait_seconds) AS wait_max,
+           avg(wait_seconds) AS wait_mean,
+           max(pending) AS pending_peak
+    FROM samples
+    GROUP BY team_namespace_id, resource_id, day, source
+),
+chosen AS (
+    SELECT DISTINCT ON (team_namespace_id, resource_id, day) *
+    FROM per_source
+    ORDER BY team_namespace_id, resource_id, day, samples DESC,
+             CASE source WHEN 'cluster' THEN 0 WHEN 'prometheus' THEN 1 ELSE 2 END
+),
+every_source AS (
+    SELECT team_namespace_id, resource_id, day,
+           avg(utilization) AS utilization_mean,
+           avg(memory_used_mib) AS memory_mean,
+           sum(evictions) AS evictions
+    FROM samples
+    GROUP BY team_namespace_id, resource_id, day
+)
+INSERT INTO quotas_usagedaily (
+    team_namespace_id, resource_id, day, source, samples, peak, p95, mean, utilization_mean,
+    memory_used_mean_mib, gpu_hours, borrowed_gpu_hours, idle_guaranteed_gpu_hours, guarantee,
+    pending_wait_seconds, pending_wait_mean_seconds, pending_peak, evictions, computed_at)
+SELECT c.team_namespace_id, c.resource_id, c.day, c.source, c.samples, c.peak,
+       round(c.p95::numeric, 3), round(c.mean, 3), round(e.utilization_mean, 2),
+       round(e.memory_mean, 1), round(c.gpu_hours, 3), round(c.borrowed, 3), round(c.idle, 3),
+       c.guarantee, c.wait_max, round(c.wait_mean), c.pending_peak, e.evictions, now()
+FROM chosen c
+JOIN every_source e USING (team_namespace_id, resource_id, day)
+ON CONFLICT (team_namespace_id, resource_id, day) DO UPDATE SET
+    source = EXCLUDED.source, samples = EXCLUDED.samples, peak = EXCLUDED.peak,
+    p95 = EXCLUDED.p95, mean = EXCLUDED.mean, utilization_mean = EXCLUDED.utilization_mean,
+    memory_used_mean_mib = EXCLUDED.memory_used_mean_mib, gpu_hours = EXCLUDED.gpu_hours,
+    borrowed_gpu_hours = EXCLUDED.borrowed_gpu_hours,
+    idle_guaranteed_gpu_hours = EXCLUDED.idle_guaranteed_gpu_hours,
+    guarantee = EXCLUDED.guarantee, pending_wait_seconds = EXCLUDED.pending_wait_seconds,
+    pending_wait_mean_seconds = EXCLUDED.pending_wait_mean_seconds,
+    pending_peak = EXCLUDED.pending_peak, evictions = EXCLUDED.evictions,
+    computed_at = EXCLUDED.computed_at
+"""
+
+
+def _rollup_postgresql(start: date, end: date, cluster_id: int | None) -> int:
+    lo, hi = _day_bounds(start, end)
+    params = {
+        "lo": lo,
+        "hi": hi,
+        "hi_gap": hi + timedelta(seconds=settings.USAGE_SAMPLE_MAX_GAP_SECONDS),
+        "max_gap": settings.USAGE_SAMPLE_MAX_GAP_SECONDS,
+        "tz": settings.TIME_ZONE,
+        "cluster_id": cluster_id,
+    }
+    if cluster_id is None:
+        sql = _ROLLUP_SQL.format(cluster_join="", cluster_where="")
+    else:
+        sql = _ROLLUP_SQL.format(
+            cluster_join="JOIN quotas_teamnamespace tn ON tn.id = s.team_namespace_id",
+            cluster_where="AND tn.cluster_id = %(cluster_id)s",
+        )
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+# --------------------------------------------------------------------------------------------
+# Python: the same figures, one namespace and resource at a time (SQLite demo)
+
+
+def _q(value: Decimal, places: str) -> Decimal:
+    return value.quantize(Decimal(places), rounding=ROUND_HALF_UP)
+
+
+def _guarantee_lookup(pairs: set[tuple[int, int]]):
+    """A function (namespace id, resource id, time) -> guarantee in force then."""
+    current = {
+        (a.team_namespace_id, a.resource_id): a.guarantee
+        for a in Allocation.objects.filter(team_namespace_id__in={p[0] for p in pairs})
+    }
+    history: dict[tuple[int, int], list[tuple[datetime, Decimal]]] = defaultdict(list)
+    versions = (
+        AllocationVersion.objects.filter(allocation__team_namespace_id__in={p[0] for p in pairs})
+        .order_by("allocation_id", "version")
+        .values_list(
+            "allocation__team_namespace_id", "allocation__resource_id", "changed_at", "guarantee"
+        )
+    )
+    for ns_id, res_id, changed_at, guarantee in versions:
+        history[(ns_id, res_id)].append((changed_at, guarantee))
+
+    def guarantee_at(ns_id: int, res_id: int, at: datetime) -> Decimal:
+        steps = history.get((ns_id, res_id))
+        if not steps:
+            return current.get((ns_id, res_id), Decimal(0))
+        value = steps[0][1]
+        for changed_at, guarantee in steps[1:]:
+            if changed_at > at:
+                break
+            value = guarantee
+        return value
+
+    return guarantee_at
+
+
+def _rollup_python(start: date, end: date, cluster_id: int | None) -> int:
+    lo, hi = _day_bounds(start, end)
+    hi_gap = hi + timedelta(seconds=settings.USAGE_SAMPLE_MAX_GAP_SECONDS)
+    max_gap = Decimal(settings.USAGE_SAMPLE_MAX_GAP_SECONDS)
+    tz = ZoneInfo(settings.TIME_ZONE)
+    samples = UsageSample.objects.filter(timestamp__gte=lo, timestamp__lt=hi_gap)
+    if cluster_id is not None:
+        samples = samples.filter(team_namespace__cluster_id=cluster_id)
+    pairs = set(samples.values_list("team_namespace_id", "resource_id").distinct())
+    guarantee_at = _guarantee_lookup(pairs)
+    written = 0
+    for ns_id, res_id in sorted(pairs):
+        series: dict[str, list[UsageSample]] = defaultdict(list)
+        for s in samples.filter(team_namespace_id=ns_id, resource_id=res_id).order_by(
+            "source", "timestamp"
+        ):
+            series[s.source].append(s)
+        # (day, source) -> [(sample, seconds, guarantee)]
+        by_day: dict[tuple[date, str], list] = defaultdict(list)
+        for source, rows in series.items():
+            for i, s in enumerate(rows):
+                if i + 1 < len(rows):
+                    gap = (rows[i + 1].timestamp - s.timestamp).total_seconds()
+                elif i > 0:
+                    gap = (s.timestamp - rows[i - 1].timestamp).total_seconds()
+                else:
+                    gap = 0
+                if s.timestamp >= hi:
+                    continue
+                seconds = min(Decimal(str(gap)), max_gap)
+                day = s.timestamp.astimezone(tz).date()
+                by_day[(day, source)].append((s, seconds, guarantee_at(ns_id, res_id, s.timestamp)))
+        days = sorted({day for day, _ in by_day})
+        for day in days:
+            candidates = [(src, by_day[(day, src)]) for src in series if (day, src) in by_day]
+            source, rows = min(candidates, key=lambda c: (-len(c[1]), SOURCE_PRIORITY[c[0]]))
+            every = [row for _, rs in candidates for row in rs]
+            _write_day(ns_id, res_id, day, source, rows, every)
+            written += 1
+    return written
+
+
+def _mean(values: list[Decimal]) -> Decimal | None:
+    return sum(values, Decimal(0)) / len(values) if values else None
+
+
+def _write_day(ns_id, res_id, day, source, rows, every) -> None:
+    allocated = [s.allocated for s, _, _ in rows]
+    waits = [Decimal(s.wait_seconds) for s, _, _ in rows if s.wait_seconds is not None]
+    utilization = _mean([s.utilization for s, _, _ in every if s.utilization is not None])
+    memory = _mean([s.memory_used_mib for s, _, _ in every if s.memory_used_mib is not None])
+    wait_mean = _mean(waits)
+    last = max(rows, key=lambda r: r[0].timestamp)
+    UsageDaily.objects.update_or_create(
+        team_namespace_id=ns_id,
+        resource_id=res_id,
+        day=day,
+        defaults={
+            "source": source,
+            "samples": len(rows),
+            "peak": max(allocated),
+            "p95": _q(percentile(allocated, P95), "0.001"),
+            "mean": _q(_mean(allocated), "0.001"),
+            "utilization_mean": None if utilization is None else _q(utilization, "0.01"),
+            "memory_used_mean_mib": None if memory is None else _q(memory, "0.1"),
+            "gpu_hours": _q(sum((s.allocated * t for s, t, _ in rows), Decimal(0)) / HOUR, "0.001"),
+            "borrowed_gpu_hours": _q(
+                sum((max(s.allocated - g, 0) * t for s, t, g in rows), Decimal(0)) / HOUR, "0.001"
+            ),
+            "idle_guaranteed_gpu_hours": _q(
+                sum((max(g - s.allocated, 0) * t for s, t, g in rows), Decimal(0)) / HOUR, "0.001"
+            ),
+            "guarantee": last[2],
+            "pending_wait_seconds": int(max(waits)) if waits else None,
+            "pending_wait_mean_seconds": None if wait_mean is None else int(_q(wait_mean, "1")),
+            "pending_peak": max(s.pending for s, _, _ in rows),
+            "evictions": sum(s.evictions for s, _, _ in every),
+        },
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Retention
+
+
+def usage_prune(*, now: datetime | None = None) -> int:
+    """Delete raw samples older than ``USAGE_RETENTION_DAYS`` (whole days, so no day is left
+    half-pruned), in batches; rollups are kept. Returns how many were deleted."""
+    now = now or timezone.now()
+    tz = ZoneInfo(settings.TIME_ZONE)
+    first_kept = (now.astimezone(tz) - timedelta(days=settings.USAGE_RETENTION_DAYS)).date()
+    cutoff = datetime.combine(first_kept, time.min, tzinfo=tz)
+    deleted = 0
+    while True:
+        ids = list(
+            UsageSample.objects.filter(timestamp__lt=cutoff).values_list("id", flat=True)[
+                :PRUNE_BATCH
+            ]
+        )
+        if not ids:
+            return deleted
+        deleted += UsageSample.objects.filter(id__in=ids).delete()[0]
+
+
+def usage_rollup_recent(*, now: datetime | None = None) -> RollupResult:
+    """The beat's rollup: yesterday (late samples) and today so far, then pruning."""
+    now = now or timezone.now()
+    today = now.astimezone(ZoneInfo(settings.TIME_ZONE)).date()
+    result = usage_rollup(start=today - timedelta(days=1), end=today)
+    usage_prune(now=now)
+    return result

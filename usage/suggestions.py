@@ -1,0 +1,109 @@
+"""Computing and storing the monthly suggestions of a cluster (the service behind the monthly
+beat entry, ``suggest_quotas`` and the pages); the maths is in ``usage/suggest.py``."""
+
+from __future__ import annotations
+
+import calendar
+from datetime import date, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from quotas.models import Allocation, Cluster, Resource, TeamNamespace
+from usage.models import Suggestion
+from usage.selectors import usage_daily_for
+from usage.suggest import AllocationUsage, Period, suggest_cluster
+
+
+def month_end(month: date) -> date:
+    return month.replace(day=calendar.monthrange(month.year, month.month)[1])
+
+
+def previous_month(today: date) -> date:
+    return (today.replace(day=1) - timedelta(days=1)).replace(day=1)
+
+
+def suggestions_compute(*, cluster: Cluster, month: date, today: date | None = None) -> int:
+    """Suggest guarantee and cap for every allocation of ``cluster`` that has an allocation or
+    usage in ``month`` (any day of it); replaces that month's earlier suggestions of the cluster.
+    Returns how many were stored. Safe to run twice or at the same time: one upsert."""
+    start = month.replace(day=1)
+    end = month_end(start)
+    today = today or timezone.localdate()
+    period = Period(start=start, end=end, today=today)
+    # Today's rollup is still growing: a month in progress is read up to yesterday.
+    days = usage_daily_for(cluster=cluster, start=start, end=min(end, today - timedelta(days=1)))
+    allocations = {
+        (a.team_namespace_id, a.resource_id): a
+        for a in Allocation.objects.filter(team_namespace__cluster=cluster)
+    }
+    by_pair: dict[tuple[int, int], list] = {pair: [] for pair in allocations}
+    for d in days:
+        by_pair.setdefault((d.team_namespace_id, d.resource_id), []).append(d)
+    namespaces = TeamNamespace.objects.in_bulk({ns for ns, _ in by_pair})
+    resources = Resource.objects.in_bulk({r for _, r in by_pair})
+    pairs = sorted(by_pair, key=lambda p: (namespaces[p[0]].name, resources[p[1]].name))
+    items = []
+    for ns_id, res_id in pairs:
+        current = allocations.get((ns_id, res_id))
+        resource = resources[res_id]
+        items.append(
+            AllocationUsage(
+                namespace=namespaces[ns_id].name,
+                resource=resource.name,
+                workload_class=namespaces[ns_id].workload_class,
+                resource_kind=resource.kind,
+                current_guarantee=current.guarantee if current else 0,
+                current_cap=current.cap if current else 0,
+                days=by_pair[(ns_id, res_id)],
+                unit=resource.unit,
+            )
+        )
+    capacities = dict(cluster.capacities.values_list("resource__name", "capacity"))
+    proposals = suggest_cluster(
+        items,
+        period=period,
+        capacities=capacities,
+        max_cap_share=cluster.effective_max_cap_share,
+        cluster=cluster.name,
+    )
+    now = timezone.now()
+    rows = [
+        Suggestion(
+            cluster=cluster,
+            team_namespace_id=ns_id,
+            resource_id=res_id,
+            month=start,
+            current_guarantee=p.current_guarantee,
+            current_cap=p.current_cap,
+            suggested_guarantee=p.guarantee,
+            suggested_cap=p.cap,
+            confidence=p.confidence,
+            figures=p.figures,
+            notes=list(p.notes),
+            flags=list(p.flags),
+            computed_at=now,
+        )
+        for (ns_id, res_id), p in zip(pairs, proposals, strict=True)
+    ]
+    with transaction.atomic():
+        Suggestion.objects.bulk_create(
+            rows,
+            update_conflicts=True,
+            unique_fields=["team_namespace", "resource", "month"],
+            update_fields=[
+                "cluster",
+                "current_guarantee",
+                "current_cap",
+                "suggested_guarantee",
+                "suggested_cap",
+                "confidence",
+                "figures",
+                "notes",
+                "flags",
+                "computed_at",
+            ],
+        )
+        # An allocation removed since the last run has no suggestion any more.
+        Suggestion.objects.filter(cluster=cluster, month=start, computed_at__lt=now).delete()
+    return len(rows)

@@ -1,0 +1,136 @@
+"""The usage page (/usage/): per cluster and per team, through the same selectors and filters
+as the API. (The suggestions page, where suggestions become requests, is
+approvals.views.suggestions.)"""
+
+from collections import defaultdict
+from datetime import date, timedelta
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from common.dates import parse_day
+from common.errors import ValidationFailed
+from quotas.models import AllocationVersion, Cluster
+from quotas.selectors import teams_visible_to
+from usage.canary import canary_metrics, canary_period_check
+from usage.charts import AllocationStep, usage_figures
+from usage.selectors import usage_daily_for
+
+MAX_CHARTED = 40
+
+
+def _clusters():
+    return Cluster.objects.order_by("name")
+
+
+def _usage_params(user, params) -> dict:
+    """cluster (default: the first), team (optional), start and end (default: last 30 days)."""
+    clusters = _clusters()
+    name = (params.get("cluster") or "").strip()
+    cluster = clusters.filter(name=name).first() if name else clusters.first()
+    if name and cluster is None:
+        raise ValidationFailed(
+            _("cluster: no cluster named %(name)s") % {"name": repr(name)}, field="cluster"
+        )
+    team = None
+    if slug := (params.get("team") or "").strip():
+        team = teams_visible_to(user).filter(slug=slug).first()
+        if team is None:
+            raise ValidationFailed(
+                _("team: no team %(team)s among the teams you may see") % {"team": repr(slug)},
+                field="team",
+            )
+    today = timezone.localdate()
+    dates = {}
+    for key, default in (("start", today - timedelta(days=30)), ("end", today)):
+        text = (params.get(key) or "").strip()
+        dates[key] = parse_day(text, field=key) if text else default
+    canary_period_check(dates["start"], dates["end"])
+    return {"cluster": cluster, "team": team, **dates}
+
+
+def _steps(pairs: set[tuple[int, int]]) -> dict[tuple[int, int], list[AllocationStep]]:
+    steps: dict[tuple[int, int], list[AllocationStep]] = defaultdict(list)
+    versions = AllocationVersion.objects.filter(
+        allocation__team_namespace_id__in={ns for ns, _ in pairs}
+    ).values_list(
+        "allocation__team_namespace_id",
+        "allocation__resource_id",
+        "changed_at",
+        "guarantee",
+        "cap",
+    )
+    for ns_id, res_id, changed, guarantee, cap in versions.order_by("changed_at", "version"):
+        when: date = timezone.localtime(changed).date()
+        steps[(ns_id, res_id)].append(AllocationStep(when, guarantee, cap))
+    return steps
+
+
+@login_required
+def usage_page(request: HttpRequest) -> HttpResponse:
+    user = request.user
+    try:
+        p = _usage_params(user, request.GET)
+    except ValidationFailed as exc:
+        context = {"error": exc, "clusters": _clusters(), "teams": teams_visible_to(user)}
+        context["selected"] = {
+            k: request.GET.get(k, "") for k in ("cluster", "team", "start", "end")
+        }
+        return render(request, "usage/usage.html", context, status=400)
+    cluster = p["cluster"]
+    canary, charts, truncated = [], [], False
+    if cluster is not None:
+        canary = canary_metrics(
+            user=user, cluster=cluster, team=p["team"], start=p["start"], end=p["end"]
+        )
+        visible = set(teams_visible_to(user).values_list("slug", flat=True))
+        days = [
+            d
+            for d in usage_daily_for(cluster=cluster, start=p["start"], end=p["end"])
+            if d.team in visible and (p["team"] is None or d.team == p["team"].slug)
+        ]
+        by_pair = defaultdict(list)
+        for d in days:
+            by_pair[(d.team_namespace_id, d.resource_id)].append(d)
+        steps = _steps(set(by_pair))
+        pairs = list(by_pair.items())
+        truncated = len(pairs) > MAX_CHARTED
+        for pair, rows in pairs[:MAX_CHARTED]:
+            first = rows[0]
+            charts.append(
+                {
+                    "title": f"{first.namespace} {first.resource}",
+                    "figures": usage_figures(
+                        title=first.namespace,
+                        unit="GPU" if "gpu" in first.resource else first.resource,
+                        days=rows,
+                        steps=steps.get(pair, []),
+                    ),
+                }
+            )
+    context = {
+        "clusters": _clusters(),
+        "teams": teams_visible_to(user).order_by("slug"),
+        "cluster": cluster,
+        "team": p["team"],
+        "start": p["start"],
+        "end": p["end"],
+        "selected": {
+            "cluster": cluster.name if cluster else "",
+            "team": p["team"].slug if p["team"] else "",
+            "start": p["start"].isoformat(),
+            "end": p["end"].isoformat(),
+        },
+        "canary": canary,
+        "charts": [{"id": f"chart-{i}", **c} for i, c in enumerate(charts)],
+        "chart_data": [
+            {"id": f"chart-{i}-{j}", "figure": f}
+            for i, c in enumerate(charts)
+            for j, f in enumerate(c["figures"])
+        ],
+        "truncated": truncated,
+    }
+    return render(request, "usage/usage.html", context)
