@@ -110,9 +110,9 @@ def python_references(path: Path) -> tuple[set[str], set[str]]:
             func = node.func
             name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
             first = node.args[0]
-            if name in REVERSING and isinstance(first, ast.Constant):
-                if isinstance(first.value, str) and ":" not in first.value:
-                    urls.add(first.value)
+            literal = isinstance(first, ast.Constant) and isinstance(first.value, str)
+            if name in REVERSING and literal and ":" not in first.value:
+                urls.add(first.value)
     return templates, urls
 
 

@@ -7,8 +7,8 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
-from usage import csv_import
 
+from usage import csv_import
 from usage.csv_import import CsvHeaderError, usage_import_csv
 from usage.models import UsageDaily, UsageSample
 

@@ -7,10 +7,10 @@ from decimal import Decimal
 
 import pytest
 from django.db import connection
-from usage import rollup
 
 from quotas.models import AllocationVersion
 from quotas.services import allocation_set
+from usage import rollup
 from usage.models import UsageDaily, UsageSample
 from usage.rollup import usage_prune, usage_rollup
 from usage.selectors import typical_daily_peaks, usage_daily_for

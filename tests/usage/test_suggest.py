@@ -6,9 +6,9 @@ from datetime import date, timedelta
 from decimal import Decimal
 
 import pytest
-from usage import selectors
 
 from quotas.rules import AllocationFacts, ClusterFacts, UsageFacts, check_plan
+from usage import selectors
 from usage.suggest import (
     FLAG_BELOW_FLOOR,
     FLAG_GROWING,

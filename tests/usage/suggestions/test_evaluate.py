@@ -7,10 +7,10 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from usage.management.commands.evaluate_suggestions import run_evaluation
 
 from quotas.models import Cluster
 from usage.evaluate import Plan, plan_equal_split, plan_seed_rule, score_plan
+from usage.management.commands.evaluate_suggestions import run_evaluation
 from usage.models import UsageSample
 from usage.suggest import AllocationUsage
 
