@@ -5,6 +5,9 @@ import json
 from datetime import date
 from decimal import Decimal
 
+import pytest
+
+from quotas.charts import charts_json
 from quotas.overview import Share, UsageSeries
 from quotas.overview_charts import MAX_SEGMENTS, capacity_figure, chart_segments, team_usage_figure
 
@@ -97,3 +100,21 @@ def test_a_month_of_days_gets_a_tick_every_few_days():
     labels = {"peak": "p", "mean": "m", "guarantee": "g", "cap": "c"}
     axis = as_json(team_usage_figure(series, title="T", labels=labels))["layout"]["xaxis"]
     assert axis["dtick"] == 4 * 86_400_000 and axis["tickformat"] == "%Y-%m-%d"
+
+
+def test_the_page_carries_the_figures_as_plotly_writes_them_and_nothing_closes_the_script():
+    fig = capacity_figure(
+        title="T",
+        unit="GPU",
+        capacity=None,
+        segments=[share("</script><b>x", 1, 2)],
+        labels=LABELS,
+    )
+    text = charts_json([{"id": "cluster-chart-1-0", "figure": fig}])
+    assert "</script>" not in text and "<" not in text
+    [chart] = json.loads(text)
+    assert chart == {"id": "cluster-chart-1-0", "figure": json.loads(fig.to_json())}
+    assert chart["figure"]["data"][0]["name"] == "</script><b>x"
+    assert charts_json([]) == "[]"
+    with pytest.raises(ValueError, match="not an element id"):
+        charts_json([{"id": '"><x', "figure": fig}])
