@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from urllib.request import HTTPRedirectHandler, Request, build_opener
 
 from celery import shared_task
+from celery.utils.time import get_exponential_backoff_interval
 from django.conf import settings
 from django.core.mail import send_mail
 from django.core.serializers.json import DjangoJSONEncoder
@@ -31,7 +32,6 @@ from django.utils.translation import gettext as _
 
 from approvals.lines import lines_json
 from approvals.models import QuotaRequest
-from common.retry import backoff_seconds
 from quotas.audit.anchors import audit_anchor_write
 from quotas.models import TeamMembership
 from quotas.roles import platform_admins
@@ -116,8 +116,11 @@ _LINE_STAGES = {
 
 WEBHOOK_MAX_RETRIES = 5  # so at most 6 tries
 EMAIL_MAX_RETRIES = 5
-BACKOFF_BASE = 10.0  # seconds; doubled per retry, for e-mail and webhooks
-BACKOFF_MAX = 600.0
+# Celery's exponential backoff with full jitter, for e-mail and webhooks: retry n waits a random
+# whole number of seconds up to 10 * 2**n, at most 600, so what failed together does not retry
+# together.
+BACKOFF_BASE = 10
+BACKOFF_MAX = 600
 
 _missing_secret_logged = False
 
@@ -293,30 +296,30 @@ def notify_request(request: QuotaRequest, event: str, **extra) -> None:
 
 
 @shared_task(
-    bind=True,
     name="approvals.send_email",
     acks_late=True,
     reject_on_worker_lost=True,
     max_retries=EMAIL_MAX_RETRIES,
     ignore_result=True,
+    # SMTP errors are OSErrors. A retry may repeat a message the server already took: mail is at
+    # least once. After the last try Celery raises the error.
+    autoretry_for=(OSError,),
+    retry_backoff=BACKOFF_BASE,
+    retry_backoff_max=BACKOFF_MAX,
+    retry_jitter=True,
 )
-def send_email_task(self, event: str, payload: dict, recipients: list[str]) -> None:
-    """E-mail one notification (plain text) to the recipients; retried with backoff."""
+def send_email_task(event: str, payload: dict, recipients: list[str]) -> None:
+    """E-mail one notification (plain text) to the recipients; retried by Celery with backoff."""
     if not recipients:
         return
     with translation.override(settings.LANGUAGE_CODE):
         subject, body = email_subject(event, payload), email_body(event, payload)
-    try:
-        send_mail(
-            subject=subject,
-            message=body,
-            from_email=settings.DEFAULT_FROM_EMAIL,
-            recipient_list=recipients,
-        )
-    except OSError as exc:
-        # SMTP errors are OSErrors. A retry may repeat a message the server already took: mail
-        # is at least once. After the last try Celery raises the error.
-        raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+    send_mail(
+        subject=subject,
+        message=body,
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        recipient_list=recipients,
+    )
 
 
 @shared_task(
@@ -541,8 +544,13 @@ def _log_missing_secret() -> None:
         log.error("WEBHOOK_URLS is set but WEBHOOK_SECRET is empty: webhooks are not sent")
 
 
-def _backoff(retries: int) -> float:
-    return backoff_seconds(retries, base=BACKOFF_BASE, cap=BACKOFF_MAX)
+def _backoff(retries: int) -> int:
+    """The webhook's wait before its next try: the backoff Celery's retry_backoff and
+    retry_jitter give the e-mail task, computed here (not autoretry_for) as a 429's or 503's
+    Retry-After may ask for longer."""
+    return get_exponential_backoff_interval(
+        factor=BACKOFF_BASE, retries=retries, maximum=BACKOFF_MAX, full_jitter=True
+    )
 
 
 def _retry_after_seconds(value: str | None) -> float | None:

@@ -1,5 +1,6 @@
-"""Chart figures of the overview pages, as plotly figure JSON (data + layout): plain functions
-from the overview reads to dicts, drawn by ``static/portal/usage_charts.js`` with the plotly.js
+"""Chart figures of the overview pages, built with plotly's graph objects: plain functions from
+the overview reads to ``plotly.graph_objects.Figure``. The page carries each figure's JSON
+(``common.charts.charts_json``) and ``static/portal/usage_charts.js`` hands it to the plotly.js
 the portal serves itself. Labels come in already translated."""
 
 from __future__ import annotations
@@ -7,55 +8,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from decimal import Decimal
 
+import plotly.graph_objects as go
+
+from common.charts import BASE_LAYOUT
 from overview.selectors import Share, UsageSeries
 
 # A stacked bar of hundreds of teams is unreadable: the largest keep their own segment, the
 # rest are drawn as one.
 MAX_SEGMENTS = 12
 
-_LAYOUT = {
-    "autosize": True,
-    "margin": {"t": 40, "b": 40, "l": 50, "r": 10},
-    "legend": {"orientation": "h", "y": -0.2},
-}
-
-
-def _f(value: Decimal | None) -> float | None:
-    return None if value is None else float(value)
-
-
-def team_usage_figure(series: UsageSeries, *, title: str, labels: dict[str, str]) -> dict:
-    """Daily peak and mean used against the guarantee and cap in force (steps)."""
-    x = [d.isoformat() for d in series.days]
-    line = {"type": "scatter", "x": x}
-    return {
-        "data": [
-            {**line, "mode": "lines+markers", "name": labels["peak"], "y": _fs(series.peak)},
-            {**line, "mode": "lines", "name": labels["mean"], "y": _fs(series.mean)},
-            {
-                **line,
-                "mode": "lines",
-                "name": labels["guarantee"],
-                "y": _fs(series.guarantee),
-                "line": {"shape": "hv"},
-            },
-            {
-                **line,
-                "mode": "lines",
-                "name": labels["cap"],
-                "y": _fs(series.cap),
-                "line": {"shape": "hv", "dash": "dash"},
-            },
-        ],
-        "layout": {
-            **_LAYOUT,
-            "title": {"text": title},
-            "xaxis": _days_axis(len(series.days)),
-            "yaxis": {"title": {"text": series.unit}, "rangemode": "tozero"},
-            "height": 320,
-        },
-    }
-
+# The overview's charts fill their card, with the legend below the plot.
+_LAYOUT = {**BASE_LAYOUT, "autosize": True, "legend": {"orientation": "h", "y": -0.2}}
 
 DAY_MS = 86_400_000
 MAX_DAY_TICKS = 8
@@ -68,8 +31,36 @@ def _days_axis(days: int) -> dict:
     return {"type": "date", "tickformat": "%Y-%m-%d", "dtick": step * DAY_MS}
 
 
-def _fs(values: Sequence[Decimal | None]) -> list[float | None]:
-    return [_f(v) for v in values]
+def team_usage_figure(series: UsageSeries, *, title: str, labels: dict[str, str]) -> go.Figure:
+    """Daily peak and mean used against the guarantee and cap in force (steps)."""
+    x = series.days
+    return go.Figure(
+        [
+            go.Scatter(x=x, y=series.peak, mode="lines+markers", name=labels["peak"]),
+            go.Scatter(x=x, y=series.mean, mode="lines", name=labels["mean"]),
+            go.Scatter(
+                x=x,
+                y=series.guarantee,
+                mode="lines",
+                name=labels["guarantee"],
+                line={"shape": "hv"},
+            ),
+            go.Scatter(
+                x=x,
+                y=series.cap,
+                mode="lines",
+                name=labels["cap"],
+                line={"shape": "hv", "dash": "dash"},
+            ),
+        ],
+        go.Layout(
+            _LAYOUT,
+            title={"text": title},
+            xaxis=_days_axis(len(series.days)),
+            yaxis={"title": {"text": series.unit}, "rangemode": "tozero"},
+            height=320,
+        ),
+    )
 
 
 def chart_segments(shares: Sequence[Share], *, rest_label: str) -> list[Share]:
@@ -99,50 +90,41 @@ def capacity_figure(
     capacity: Decimal | None,
     segments: Sequence[Share],
     labels: dict[str, str],
-) -> dict:
+) -> go.Figure:
     """Two stacked bars, the sum of guarantees and the sum of caps, one segment per team,
     with the capacity as a line across: a guarantee bar above it is over-commitment."""
     x = [labels["guarantees"], labels["caps"]]
-    data = [
-        {
-            "type": "bar",
-            "name": s.label,
-            "x": x,
-            "y": [_f(s.guarantee), _f(s.cap)],
-        }
-        for s in segments
-    ]
-    layout = {
-        **_LAYOUT,
-        "title": {"text": title},
-        "barmode": "stack",
-        "yaxis": {"title": {"text": unit}, "rangemode": "tozero"},
-        "height": 340,
-    }
+    layout = go.Layout(
+        _LAYOUT,
+        title={"text": title},
+        barmode="stack",
+        yaxis={"title": {"text": unit}, "rangemode": "tozero"},
+        height=340,
+    )
     if capacity is not None:
-        # A line across the whole plot, whatever the bars' width.
-        layout["shapes"] = [
+        # A line across the whole plot, whatever the bars' width, named at its right end.
+        layout.shapes = [
             {
                 "type": "line",
                 "xref": "paper",
                 "x0": 0,
                 "x1": 1,
                 "yref": "y",
-                "y0": _f(capacity),
-                "y1": _f(capacity),
+                "y0": capacity,
+                "y1": capacity,
                 "line": {"color": "#b42318", "dash": "dash", "width": 2},
             }
         ]
-        layout["annotations"] = [
+        layout.annotations = [
             {
                 "xref": "paper",
                 "x": 1,
                 "xanchor": "right",
                 "yref": "y",
-                "y": _f(capacity),
+                "y": capacity,
                 "yanchor": "bottom",
                 "text": labels["capacity"],
                 "showarrow": False,
             }
         ]
-    return {"data": data, "layout": layout}
+    return go.Figure([go.Bar(x=x, y=[s.guarantee, s.cap], name=s.label) for s in segments], layout)

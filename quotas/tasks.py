@@ -4,27 +4,25 @@ import logging
 from datetime import timedelta
 
 from celery import shared_task
+from celery.utils.time import get_exponential_backoff_interval
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from common.retry import backoff_seconds
 from quotas.kube.sync import SyncBusy, TransientSyncError, cluster_sync
 from quotas.models import Cluster, SyncRequest, SyncRun
 
 log = logging.getLogger(__name__)
 
 SYNC_MAX_RETRIES = 6
-SYNC_BACKOFF_BASE = 2.0  # seconds; doubled per retry
-SYNC_BACKOFF_MAX = 300.0
+# Celery's exponential backoff with full jitter: retry n waits a random whole number of seconds
+# up to 2 * 2**n, at most 300, so syncs that failed together do not retry together.
+SYNC_BACKOFF_BASE = 2
+SYNC_BACKOFF_MAX = 300
 # A sync that failed is re-driven by the reconciler after 30 s, doubled per failed attempt.
-REDRIVE_BACKOFF_BASE = 30.0
-REDRIVE_BACKOFF_MAX = 3600.0
-
-
-def sync_backoff_seconds(retries: int) -> float:
-    return backoff_seconds(retries, base=SYNC_BACKOFF_BASE, cap=SYNC_BACKOFF_MAX)
+REDRIVE_BACKOFF_BASE = 30
+REDRIVE_BACKOFF_MAX = 3600
 
 
 @shared_task(
@@ -34,21 +32,25 @@ def sync_backoff_seconds(retries: int) -> float:
     reject_on_worker_lost=True,
     max_retries=SYNC_MAX_RETRIES,
     ignore_result=True,
+    autoretry_for=(SyncBusy, TransientSyncError, OperationalError, InterfaceError),
+    retry_backoff=SYNC_BACKOFF_BASE,
+    retry_backoff_max=SYNC_BACKOFF_MAX,
+    retry_jitter=True,
 )
 def sync_cluster(self, cluster_id: int, trigger: str = SyncRun.Trigger.CHANGE) -> None:
-    """Sync one cluster; retried with backoff on a busy lease, transient API errors and a lost
-    database connection."""
+    """Sync one cluster; retried by Celery with backoff (autoretry_for) on a busy lease,
+    transient API errors and a lost database connection."""
     if not Cluster.objects.filter(pk=cluster_id).exists():
         return
     try:
         cluster_sync(cluster_id=cluster_id, trigger=trigger, worker=self.request.hostname or "")
-    except SyncBusy as exc:
+    except SyncBusy:
         if self.request.retries >= self.max_retries:
             # Still busy: the reconciler finds the pending sync and runs it later.
             return
         # The running sync may have read the plan before our change: run again after it.
-        raise self.retry(exc=exc, countdown=sync_backoff_seconds(self.request.retries)) from None
-    except (TransientSyncError, OperationalError, InterfaceError) as exc:
+        raise
+    except (TransientSyncError, OperationalError, InterfaceError):
         # 429, 5xx, timeouts, lost connections of the API server; or of the database (a
         # failover, a restart), which the worker reconnects to for the retry.
         if self.request.retries >= self.max_retries:
@@ -56,7 +58,7 @@ def sync_cluster(self, cluster_id: int, trigger: str = SyncRun.Trigger.CHANGE) -
             # reconciler re-drives them later.
             log.warning("sync of cluster %s gave up after %s tries", cluster_id, self.max_retries)
             return
-        raise self.retry(exc=exc, countdown=sync_backoff_seconds(self.request.retries)) from None
+        raise
 
 
 @shared_task(name="quotas.reconcile_clusters", ignore_result=True)
@@ -94,10 +96,11 @@ def reconcile_clusters() -> list[int]:
 
 
 def _redrive_delay(attempts: int) -> timedelta:
-    # No jitter: the reconciler asks "is it time yet?" at each beat, which spreads the retries.
+    # Celery's backoff without jitter: the reconciler asks "is it time yet?" at each beat,
+    # which spreads the retries.
     return timedelta(
-        seconds=backoff_seconds(
-            attempts, base=REDRIVE_BACKOFF_BASE, cap=REDRIVE_BACKOFF_MAX, jitter=False
+        seconds=get_exponential_backoff_interval(
+            factor=REDRIVE_BACKOFF_BASE, retries=attempts, maximum=REDRIVE_BACKOFF_MAX
         )
     )
 

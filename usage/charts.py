@@ -1,6 +1,7 @@
-"""Chart figures of the usage pages, as plotly figure JSON (data + layout): plain functions
-from the daily rollups and the allocation history to dicts; ``static/portal/usage_charts.js``
-draws them with the plotly.js the portal serves itself."""
+"""Chart figures of the usage pages, built with plotly's graph objects: plain functions from
+the daily rollups and the allocation history to ``plotly.graph_objects.Figure``; the page
+carries their JSON (``common.charts.charts_json``) and ``static/portal/usage_charts.js`` draws
+them with the plotly.js the portal serves itself."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 
+import plotly.graph_objects as go
+
+from common.charts import BASE_LAYOUT
 from usage.selectors import UsageDay
 
 
@@ -31,86 +35,53 @@ def in_force(steps: Sequence[AllocationStep], day: date) -> AllocationStep | Non
     return steps[max(i - 1, 0)]
 
 
-def _f(value: Decimal | None) -> float | None:
-    return None if value is None else float(value)
-
-
 def usage_figures(
     *, title: str, unit: str, days: Sequence[UsageDay], steps: Sequence[AllocationStep]
-) -> list[dict]:
+) -> list[go.Figure]:
     """Two figures of one namespace and resource: daily peak and mean allocated against the
     guarantee and cap in force; and per day the GPU-hours borrowed and the guaranteed ones idle."""
-    x = [d.day.isoformat() for d in days]
-    forced = [in_force(steps, d.day) for d in days]
-    usage = {
-        "data": [
-            {
-                "type": "scatter",
-                "mode": "lines+markers",
-                "name": "peak allocated",
-                "x": x,
-                "y": [_f(d.peak) for d in days],
-            },
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "name": "mean allocated",
-                "x": x,
-                "y": [_f(d.mean) for d in days],
-            },
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "name": "pending peak",
-                "x": x,
-                "y": [_f(d.pending_peak) for d in days],
-                "line": {"dash": "dot"},
-            },
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "name": "guarantee",
-                "x": x,
-                "y": [_f(s.guarantee) if s else None for s in forced],
-                "line": {"shape": "hv"},
-            },
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "name": "cap",
-                "x": x,
-                "y": [_f(s.cap) if s else None for s in forced],
-                "line": {"shape": "hv", "dash": "dash"},
-            },
+    x = [d.day for d in days]
+    forced = [in_force(steps, day) for day in x]
+    layout = {**BASE_LAYOUT, "yaxis": {"title": {"text": unit}, "rangemode": "tozero"}}
+    usage = go.Figure(
+        [
+            go.Scatter(x=x, y=[d.peak for d in days], mode="lines+markers", name="peak allocated"),
+            go.Scatter(x=x, y=[d.mean for d in days], mode="lines", name="mean allocated"),
+            go.Scatter(
+                x=x,
+                y=[d.pending_peak for d in days],
+                mode="lines",
+                name="pending peak",
+                line={"dash": "dot"},
+            ),
+            go.Scatter(
+                x=x,
+                y=[s.guarantee if s else None for s in forced],
+                mode="lines",
+                name="guarantee",
+                line={"shape": "hv"},
+            ),
+            go.Scatter(
+                x=x,
+                y=[s.cap if s else None for s in forced],
+                mode="lines",
+                name="cap",
+                line={"shape": "hv", "dash": "dash"},
+            ),
         ],
-        "layout": {
-            "title": {"text": f"{title}: usage against guarantee and cap"},
-            "yaxis": {"title": {"text": unit}, "rangemode": "tozero"},
-            "height": 320,
-            "margin": {"t": 40, "b": 40, "l": 50, "r": 10},
-        },
-    }
-    hours = {
-        "data": [
-            {
-                "type": "bar",
-                "name": "borrowed (above guarantee)",
-                "x": x,
-                "y": [_f(d.borrowed_gpu_hours) for d in days],
-            },
-            {
-                "type": "bar",
-                "name": "guaranteed but idle",
-                "x": x,
-                "y": [_f(d.idle_guaranteed_gpu_hours) for d in days],
-            },
+        go.Layout(layout, title={"text": f"{title}: usage against guarantee and cap"}, height=320),
+    )
+    hours = go.Figure(
+        [
+            go.Bar(x=x, y=[d.borrowed_gpu_hours for d in days], name="borrowed (above guarantee)"),
+            go.Bar(x=x, y=[d.idle_guaranteed_gpu_hours for d in days], name="guaranteed but idle"),
         ],
-        "layout": {
-            "title": {"text": f"{title}: borrowed and idle {unit}-hours"},
-            "barmode": "group",
-            "yaxis": {"title": {"text": f"{unit}-hours"}, "rangemode": "tozero"},
-            "height": 280,
-            "margin": {"t": 40, "b": 40, "l": 50, "r": 10},
-        },
-    }
+        go.Layout(
+            layout,
+            title={"text": f"{title}: borrowed and idle {unit}-hours"},
+            barmode="group",
+            yaxis={"title": {"text": f"{unit}-hours"}, "rangemode": "tozero"},
+            height=280,
+        ),
+    )
     return [usage, hours]

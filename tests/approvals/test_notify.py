@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from celery.contrib.testing.worker import start_worker
+from celery.exceptions import Ignore
 from django.core import mail
 from django.db import transaction
 
@@ -67,9 +68,10 @@ PAYLOAD = {
 class Receiver:
     """An HTTP server on 127.0.0.1 that records every request and answers scripted statuses."""
 
-    def __init__(self, statuses=(), delay: float = 0.0):
+    def __init__(self, statuses=(), delay: float = 0.0, headers: dict[str, str] | None = None):
         self.statuses = list(statuses)  # answered in order, then 200
         self.delay = delay
+        self.headers = headers or {}  # on every answer
         self.requests: list[dict] = []
         self._changed = threading.Condition()
         receiver = self
@@ -93,6 +95,8 @@ class Receiver:
                 self.send_response(status)
                 if status in (301, 302, 307, 308):
                     self.send_header("Location", f"http://127.0.0.1:{self.server.server_port}/x")
+                for name, value in receiver.headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
@@ -144,7 +148,7 @@ def eager():
 
 @pytest.fixture
 def fast_retries(monkeypatch):
-    monkeypatch.setattr(notify_module, "BACKOFF_BASE", 0.05)
+    monkeypatch.setattr(notify_module, "BACKOFF_BASE", 0)  # retried at once
 
 
 def envelope(event="request.decided", payload=None) -> str:
@@ -350,6 +354,50 @@ def test_email_task_retries_a_mail_server_down_then_sends_once(monkeypatch):
     send_email_task.apply(args=("request.applied", {"id": 4}, ["x@example.com"])).get()
     assert len(calls) == 3
     assert [m.to for m in mail.outbox] == [["x@example.com"]]
+
+
+def test_email_retries_wait_celerys_jittered_backoff(monkeypatch):
+    """autoretry_for OSError, retry_backoff 10, retry_backoff_max 600, retry_jitter: retry n
+    waits a random whole number of seconds from 0 to 10 * 2**n, at most 600."""
+    asked = []
+
+    def retry(*args, countdown=None, **kwargs):
+        asked.append(countdown)
+        return Ignore()
+
+    monkeypatch.setattr(send_email_task, "retry", retry)
+    _mail_server_down_for(monkeypatch, tries=10_000)
+    for retries, ceiling in ((0, 10), (2, 40), (4, 160)):
+        asked.clear()
+        for _ in range(40):
+            send_email_task.apply(
+                args=("request.applied", {"id": 4}, ["x@example.com"]), retries=retries
+            )
+        assert all(isinstance(c, int) and 0 <= c <= ceiling for c in asked), asked
+        assert len(asked) == 40 and len(set(asked)) > 1
+    assert send_email_task.retry_backoff_max == 600
+
+
+def test_webhook_waits_the_backoff_or_a_longer_retry_after(settings, monkeypatch):
+    settings.WEBHOOK_SECRET = SECRET
+    asked = []
+
+    def retry(*args, countdown=None, **kwargs):
+        asked.append(countdown)
+        return Ignore()
+
+    monkeypatch.setattr(send_webhook_task, "retry", retry)
+    monkeypatch.setattr(notify_module, "_backoff", lambda retries: 5)
+    with Receiver(statuses=[503]) as server:
+        send_webhook_task.apply(args=(server.url, envelope()))
+    with Receiver(statuses=[429], headers={"Retry-After": "120"}) as server:
+        send_webhook_task.apply(args=(server.url, envelope()))
+    with Receiver(statuses=[429], headers={"Retry-After": "86400"}) as server:
+        send_webhook_task.apply(args=(server.url, envelope()))
+    assert asked == [5, 120, 600]  # the backoff; the receiver's longer wait; at most the cap
+    monkeypatch.undo()
+    waits = [notify_module._backoff(3) for _ in range(40)]
+    assert all(isinstance(w, int) and 0 <= w <= 80 for w in waits) and len(set(waits)) > 1
 
 
 def test_email_task_gives_up_after_the_last_retry(monkeypatch):

@@ -1,12 +1,21 @@
-"""The overview pages' chart figures: plain functions from reads to plotly JSON."""
+"""The overview pages' chart figures: plain functions from reads to plotly figures, read here as
+the JSON the page carries."""
 
+import json
 from datetime import date
 from decimal import Decimal
 
+import pytest
+
+from common.charts import charts_json
 from overview.charts import MAX_SEGMENTS, capacity_figure, chart_segments, team_usage_figure
 from overview.selectors import Share, UsageSeries
 
 LABELS = {"guarantees": "G", "caps": "C", "capacity": "cap line"}
+
+
+def as_json(figure) -> dict:
+    return json.loads(figure.to_json())
 
 
 def share(name: str, g: int, c: int) -> Share:
@@ -35,12 +44,14 @@ def test_many_teams_keep_the_largest_and_merge_the_rest():
 
 
 def test_capacity_figure_stacks_teams_under_a_capacity_line():
-    fig = capacity_figure(
-        title="T",
-        unit="GPU",
-        capacity=Decimal(16),
-        segments=[share("a", 6, 10), share("b", 4, 6)],
-        labels=LABELS,
+    fig = as_json(
+        capacity_figure(
+            title="T",
+            unit="GPU",
+            capacity=Decimal(16),
+            segments=[share("a", 6, 10), share("b", 4, 6)],
+            labels=LABELS,
+        )
     )
     assert fig["layout"]["barmode"] == "stack"
     assert [(t["name"], t["x"], t["y"]) for t in fig["data"]] == [
@@ -49,7 +60,9 @@ def test_capacity_figure_stacks_teams_under_a_capacity_line():
     ]
     [line] = fig["layout"]["shapes"]
     assert (line["y0"], line["y1"], line["xref"]) == (16.0, 16.0, "paper")
-    no_capacity = capacity_figure(title="T", unit="GPU", capacity=None, segments=[], labels=LABELS)
+    no_capacity = as_json(
+        capacity_figure(title="T", unit="GPU", capacity=None, segments=[], labels=LABELS)
+    )
     assert "shapes" not in no_capacity["layout"]
 
 
@@ -66,7 +79,7 @@ def test_team_usage_figure_draws_guarantee_and_cap_as_steps():
         cap=[Decimal(10), Decimal(12)],
     )
     labels = {"peak": "peak", "mean": "mean", "guarantee": "g", "cap": "c"}
-    fig = team_usage_figure(series, title="T", labels=labels)
+    fig = as_json(team_usage_figure(series, title="T", labels=labels))
     by_name = {t["name"]: t for t in fig["data"]}
     assert by_name["peak"]["x"] == ["2026-01-01", "2026-01-02"]
     assert by_name["peak"]["y"] == [7.0, 7.5]
@@ -84,7 +97,24 @@ def test_a_month_of_days_gets_a_tick_every_few_days():
         unit="GPU",
         days=[date(2026, 1, d) for d in range(1, 31)],
     )
-    axis = team_usage_figure(
-        series, title="T", labels={"peak": "p", "mean": "m", "guarantee": "g", "cap": "c"}
-    )["layout"]["xaxis"]
+    labels = {"peak": "p", "mean": "m", "guarantee": "g", "cap": "c"}
+    axis = as_json(team_usage_figure(series, title="T", labels=labels))["layout"]["xaxis"]
     assert axis["dtick"] == 4 * 86_400_000 and axis["tickformat"] == "%Y-%m-%d"
+
+
+def test_the_page_carries_the_figures_as_plotly_writes_them_and_nothing_closes_the_script():
+    fig = capacity_figure(
+        title="T",
+        unit="GPU",
+        capacity=None,
+        segments=[share("</script><b>x", 1, 2)],
+        labels=LABELS,
+    )
+    text = charts_json([{"id": "cluster-chart-1-0", "figure": fig}])
+    assert "</script>" not in text and "<" not in text
+    [chart] = json.loads(text)
+    assert chart == {"id": "cluster-chart-1-0", "figure": json.loads(fig.to_json())}
+    assert chart["figure"]["data"][0]["name"] == "</script><b>x"
+    assert charts_json([]) == "[]"
+    with pytest.raises(ValueError, match="not an element id"):
+        charts_json([{"id": '"><x', "figure": fig}])

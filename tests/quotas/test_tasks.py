@@ -155,6 +155,49 @@ def test_a_lost_database_connection_is_retried_like_a_transient_api_error(cluste
     assert calls == [cluster.id]
 
 
+def countdowns_of(task, monkeypatch) -> list:
+    """The countdown of each retry the task asks Celery for; the retry itself is not run."""
+    from celery.exceptions import Ignore
+
+    asked = []
+
+    def retry(*args, countdown=None, **kwargs):
+        asked.append(countdown)
+        return Ignore()
+
+    monkeypatch.setattr(task, "retry", retry)
+    return asked
+
+
+@pytest.mark.django_db
+def test_a_transient_failure_waits_celerys_jittered_backoff(cluster, monkeypatch):
+    """autoretry_for with retry_backoff 2, retry_backoff_max 300 and retry_jitter: retry n
+    waits a random whole number of seconds from 0 to 2 * 2**n, at most 300 (full jitter)."""
+    from quotas.kube.sync import SyncBusy, TransientSyncError
+
+    for error in (TransientSyncError("HTTP 503"), SyncBusy("lease held")):
+
+        def fail(error=error, **kwargs):
+            raise error
+
+        monkeypatch.setattr(tasks, "cluster_sync", fail)
+        for retries, ceiling in ((0, 2), (3, 16), (5, 64)):
+            asked = countdowns_of(tasks.sync_cluster, monkeypatch)
+            for _ in range(40):
+                tasks.sync_cluster.apply(args=(cluster.id,), retries=retries)
+            assert all(isinstance(c, int) and 0 <= c <= ceiling for c in asked), asked
+            assert len(asked) == 40 and len(set(asked)) > 1  # spread: not one fixed wait
+    asked = countdowns_of(tasks.sync_cluster, monkeypatch)
+    tasks.sync_cluster.apply(args=(cluster.id,), retries=100)  # past the cap: no retry at all
+    assert asked == []
+    assert [tasks.sync_cluster.retry_backoff_max, tasks.sync_cluster.retry_jitter] == [300, True]
+
+
+def test_a_failed_sync_is_redriven_after_a_doubled_wait_without_jitter():
+    waits = [tasks._redrive_delay(n).total_seconds() for n in (0, 1, 2, 6, 7, 10_000)]
+    assert waits == [30, 60, 120, 1920, 3600, 3600]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_two_workers_at_once_one_syncs_the_other_waits(cluster):
     """The lease is taken atomically: from many threads at once exactly one gets it."""

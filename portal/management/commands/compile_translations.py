@@ -1,13 +1,32 @@
-"""Write the .mo file beside every .po of LOCALE_PATHS, without GNU gettext (portal.i18n_compile).
+"""Write the .mo file beside every .po of LOCALE_PATHS, without GNU gettext (polib).
+
+A fresh clone needs no GNU gettext to run the portal in every language: the .mo files are
+committed, written by this command (``make messages`` runs it), and a test compiles every .po
+again and compares the bytes, so a stale .mo fails CI. Like ``msgfmt``, entries that are
+untranslated, fuzzy or obsolete are left out, and so is the header's POT-Creation-Date (it
+changes with every makemessages, the translations not): the bytes are a function of the .po's
+translations alone.
 
 ``--check`` writes nothing and fails when a committed .mo differs from its .po (CI, hooks)."""
 
 from pathlib import Path
 
+import polib
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from portal.i18n_compile import PoSyntaxError, compile_file, po_files
+
+def po_files(locale_dirs: list[Path]) -> list[Path]:
+    """Every .po under the locale folders (``<lang>/LC_MESSAGES/<domain>.po``), sorted."""
+    return sorted(p for d in locale_dirs for p in Path(d).glob("*/LC_MESSAGES/*.po"))
+
+
+def compile_po(po: Path | str) -> bytes:
+    """The .mo bytes of a .po file (a path, or the text itself, as polib takes either); polib's
+    OSError on a file it cannot read."""
+    catalogue = polib.pofile(str(po))
+    catalogue.metadata.pop("POT-Creation-Date", None)
+    return catalogue.to_binary()
 
 
 class Command(BaseCommand):
@@ -28,9 +47,9 @@ class Command(BaseCommand):
         stale = []
         for po in files:
             try:
-                compiled = compile_file(po)
-            except PoSyntaxError as exc:
-                raise CommandError(str(exc)) from None
+                compiled = compile_po(po)
+            except (OSError, ValueError) as exc:
+                raise CommandError(f"{po}: {exc}") from None
             mo = po.with_suffix(".mo")
             current = mo.read_bytes() if mo.exists() else None
             if current == compiled:
