@@ -24,7 +24,7 @@ from celery.exceptions import Ignore
 from django.core import mail
 from django.db import transaction
 
-from approvals import notify as notify_module
+from approvals.notify import tasks as notify_module
 from approvals.notify import (
     EVENTS,
     WebhookSignatureError,

@@ -251,7 +251,7 @@ def test_an_answer_lost_after_the_commit_is_replayed_not_redone(plan, lead_c, mo
     """Work after the commit fails (here the admins' notification cannot be queued): the
     client sees an error, but the request is made and its answer kept with it, so the retry
     gets that answer and nothing is made twice."""
-    from approvals import notify
+    from approvals.notify import dispatch as notify
 
     def broker_down(**kwargs):
         raise ConnectionError("Error 111 connecting to the broker")
