@@ -15,17 +15,12 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from approvals import lifecycle
+from approvals.access import EDITABLE, may_preview_in_clusters
 from approvals.approval_policies import policy_decision
 from approvals.lines import LineInput, ordered_lines, refresh_current
 from approvals.models import QuotaRequest, RequestLine
 from approvals.policy import PolicyDecision
-from approvals.selectors import (
-    allocation_changes,
-    lines_preview,
-    may_preview_in_clusters,
-    request_base_changes,
-)
-from approvals.transitions import S
+from approvals.selectors import allocation_changes, lines_preview, request_base_changes
 from approvals.validation import validate_lines
 from quotas.kube.client import KubeError
 from quotas.kube.plan import AllocationChange
@@ -33,8 +28,9 @@ from quotas.kube.sync import Outcome
 from quotas.models import Team
 from quotas.rules import Finding
 
-# Requests judged as on submit; the others as on approval (decided values, who must approve).
-_AS_ON_SUBMIT = (S.DRAFT, S.CHANGES_REQUESTED)
+# Requests judged as on submit (those submitted from, the editable ones); the others as on
+# approval (decided values, who must approve).
+_AS_ON_SUBMIT = EDITABLE
 
 
 @dataclass
