@@ -621,12 +621,14 @@ def _rebase_line(line: RequestLine, index: int) -> None:
 
 
 def _recheck_as_on_submit(request: QuotaRequest, lines: list[RequestLine]) -> None:
+    """What submit judges and stores: the findings, and the policy's decision (approvals
+    needed and the reason, in both forms) as submit sets them."""
     findings = validate_lines(lines, final=False, exclude_request_id=request.pk)
     raise_on_errors(findings)
     decision = policy_decision(request, lines, has_errors=False)
     request.findings = stored_findings(findings)
-    request.approvals_needed = max(decision.approvals_needed, 1)
-    request.save(update_fields=["findings", "approvals_needed", "updated_at"])
+    _store_policy(request, decision)
+    request.save(update_fields=["findings", *POLICY_FIELDS, "updated_at"])
     if decision.auto_approve:
         request.auto_approved = True
         request.save(update_fields=["auto_approved"])

@@ -11,12 +11,16 @@ from approvals.access import ACTIONS, REFUSALS, allowed_actions, may, restrict
 from approvals.lifecycle import (
     request_approve,
     request_changes,
+    request_rebase,
     request_reject,
     request_submit,
     request_withdraw,
 )
 from approvals.models import QuotaRequest
 from common.errors import NotAllowed, PermissionDenied
+from quotas.models import Allocation
+from quotas.services import allocation_set
+from quotas.texts import Text
 from tests.approvals.conftest import new_request
 
 pytestmark = pytest.mark.django_db
@@ -103,3 +107,31 @@ def test_withdrawn_requests_are_refused_by_the_transitions_table(waiting, lead_c
     access = may(lead_c, waiting, "submit")
     assert access.reason == "status"
     assert "cannot become submitted" in access.message
+
+
+# --- the drift: a rebase checks a waiting request again as on submit -------------------------
+
+
+def test_a_rebase_stores_the_policy_reason_as_submit_does(
+    plan, other_team_lead, gpu, admin, strict_policy
+):
+    """R1 (cap 6 → 7) needs one admin; the cap is lowered to 5 meanwhile, so the rebased R1
+    raises it by 2, above the threshold of 1: two admins, and the stored reason says so."""
+    strict_policy.two_admins_above = Decimal(1)
+    strict_policy.save()
+    ns_b = plan["team-b"]
+    r1 = request_submit(
+        request=new_request(other_team_lead, ns_b, gpu, 4, 7), acting_user=other_team_lead
+    )
+    assert (r1.approvals_needed, r1.policy_reason) == (1, "one platform admin must approve")
+    allocation_set(team_namespace=ns_b, resource=gpu, guarantee=4, cap=5, acting_user=admin)
+    assert Allocation.objects.get(team_namespace=ns_b).cap == 5
+
+    request_rebase(request=r1, acting_user=other_team_lead)
+    r1.refresh_from_db()
+    assert r1.status == S.SUBMITTED
+    expected = "an increase of 2 on demo is above 1: two admins must approve"
+    assert (r1.approvals_needed, r1.policy_reason) == (2, expected)
+    assert Text.from_json(r1.policy_reason_text).english() == expected
+    with translation.override("zh-hans"):
+        assert r1.localized_policy_reason != expected
