@@ -10,36 +10,12 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.utils import timezone
-from kubernetes.utils import parse_quantity
 
 from common.amounts import format_amount
 from quotas.kube.client import KubeClient, KubeError, client_for_cluster, object_path
+from quotas.kube.pods import pod_amounts
 
 log = logging.getLogger(__name__)
-
-
-def pod_requests(pod: dict) -> dict[str, Decimal]:
-    """The pod's effective request per resource: the sum over its containers, or the largest
-    init container if that is more (as the scheduler counts it). Extended resources that only
-    set limits request the limit."""
-    spec = pod.get("spec") or {}
-
-    def of(container: dict) -> dict[str, Decimal]:
-        resources = container.get("resources") or {}
-        requests = dict(resources.get("requests") or {})
-        for name, value in (resources.get("limits") or {}).items():
-            if "/" in name:
-                requests.setdefault(name, value)
-        return {name: Decimal(parse_quantity(value)) for name, value in requests.items()}
-
-    total: dict[str, Decimal] = defaultdict(Decimal)
-    for container in spec.get("containers") or []:
-        for name, value in of(container).items():
-            total[name] += value
-    for container in spec.get("initContainers") or []:
-        for name, value in of(container).items():
-            total[name] = max(total[name], value)
-    return dict(total)
 
 
 def namespace_usage(
@@ -53,7 +29,7 @@ def namespace_usage(
     for phase, key in (("Running", "running"), ("Pending", "pending")):
         result = client.request("GET", path, query={"fieldSelector": f"status.phase={phase}"})
         for pod in (result or {}).get("items", []):
-            requested = pod_requests(pod)
+            requested = pod_amounts(pod)
             for resource in resources:
                 amount = requested.get(resource, Decimal(0))
                 usage[resource][key] += amount
