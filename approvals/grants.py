@@ -127,7 +127,11 @@ def _grant_on_top(line: RequestLine) -> bool:
     )
     try:
         g, c, p = allocation_values_check(
-            guarantee=guarantee, cap=cap, per_pod_max=per_pod_max, resource=line.resource
+            guarantee=guarantee,
+            cap=cap,
+            per_pod_max=per_pod_max,
+            where=f"{line.team_namespace.name} {line.resource.name}",
+            resource=line.resource,
         )
     except ValidationFailed as exc:
         raise _GrantConflict(

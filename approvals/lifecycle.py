@@ -592,7 +592,10 @@ def _rebase_line(line: RequestLine, index: int) -> None:
     }
     try:
         g, c, p = allocation_values_check(
-            guarantee=merged["guarantee"], cap=merged["cap"], per_pod_max=merged["per_pod_max"]
+            guarantee=merged["guarantee"],
+            cap=merged["cap"],
+            per_pod_max=merged["per_pod_max"],
+            where=f"{line.team_namespace.name} {line.resource.name}",
         )
     except ValidationFailed as exc:
         where = f"lines[{index}]"
