@@ -9,10 +9,11 @@ from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
+from approvals.access import may, may_decide
 from approvals.lifecycle import request_approve, request_changes, request_reject
 from approvals.models import Approval, ApprovalPolicy, QuotaRequest, RequestLine
 from approvals.policy.clusters import approval_policy_save
-from approvals.selectors import request_preview
+from approvals.preview import request_preview
 from common.amounts import PLAIN_DECIMAL_FIELDS
 from common.errors import ApplicationError
 from quotas.kube.client import KubeError
@@ -94,6 +95,9 @@ class QuotaRequestAdmin(admin.ModelAdmin):
         quota_request = get_object_or_404(QuotaRequest, pk=request_id)
         if not self.has_view_permission(request, quota_request):
             raise DjangoPermissionDenied
+        access = may(request.user, quota_request, "preview")
+        if not access:
+            raise DjangoPermissionDenied(access.message)
         error = ""
         try:
             clusters = request_preview(quota_request)
@@ -115,6 +119,11 @@ class QuotaRequestAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
+    def has_decide_permission(self, request) -> bool:
+        """The decision actions are offered to those the rulebook lets decide (platform
+        admins); each request is then refused or decided by the service, as on its page."""
+        return self.has_change_permission(request) and may_decide(request.user)
+
     def _each(self, request, queryset, action, done) -> None:
         """``done(count)``: the message saying how many requests the action changed."""
         ok = 0
@@ -131,7 +140,7 @@ class QuotaRequestAdmin(admin.ModelAdmin):
         if ok:
             messages.success(request, done(ok))
 
-    @admin.action(description=gettext_lazy("Approve (as requested)"), permissions=["change"])
+    @admin.action(description=gettext_lazy("Approve (as requested)"), permissions=["decide"])
     def approve(self, request, queryset):
         self._each(
             request,
@@ -143,7 +152,7 @@ class QuotaRequestAdmin(admin.ModelAdmin):
             ),
         )
 
-    @admin.action(description=gettext_lazy("Reject"), permissions=["change"])
+    @admin.action(description=gettext_lazy("Reject"), permissions=["decide"])
     def reject(self, request, queryset):
         self._each(
             request,
@@ -157,7 +166,7 @@ class QuotaRequestAdmin(admin.ModelAdmin):
             ),
         )
 
-    @admin.action(description=gettext_lazy("Ask for changes"), permissions=["change"])
+    @admin.action(description=gettext_lazy("Ask for changes"), permissions=["decide"])
     def ask_for_changes(self, request, queryset):
         self._each(
             request,

@@ -9,8 +9,8 @@ from django.db.models import F, Min
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from approvals.access import restrict
 from approvals.models import QuotaRequest
-from approvals.selectors import requests_awaiting_decision_by
 from common.filtersets import PortalFilterSet, StrictBooleanFilter, one_of
 from quotas.filtersets import cluster_filter, team_filter
 from quotas.roles import is_platform_admin
@@ -176,4 +176,4 @@ class RequestFilterSet(PortalFilterSet):
         user = self.request.user if self.request is not None else None
         if not value or user is None or not is_platform_admin(user):
             return queryset
-        return requests_awaiting_decision_by(user, queryset)
+        return restrict(queryset, user, "approve")

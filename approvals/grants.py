@@ -11,12 +11,12 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from approvals.access import require
 from approvals.lifecycle import apply_request, audit_rebased
 from approvals.lines import lines_json, ordered_lines, refuse_removed_classes, shown
 from approvals.locks import lock_request, lock_request_allocations, lock_request_capacity
 from approvals.models import QuotaRequest, RequestLine
 from approvals.notify import notify_request
-from approvals.permissions import require_may
 from approvals.selectors import allocation_values, allocation_values_now, line_base_values
 from approvals.transitions import S, transition
 from approvals.validation import validate_lines
@@ -32,15 +32,14 @@ EXPIRY_WARNING = timedelta(days=1)
 def request_revoke(*, request: QuotaRequest, acting_user: User, comment: str) -> QuotaRequest:
     """An admin takes back an approved temporary grant before it starts; its promised
     capacity is free again at once (scheduled grants count only while approved)."""
-    require_may(
-        acting_user, request, "revoke", _("only platform admins decide quota requests"), field=None
-    )
+    require(acting_user, request, "revoke", state=False)
     if not comment.strip():
         raise ValidationFailed(_("say why the grant is revoked (comment)"), field="comment")
     with transaction.atomic():
         # The same order as the start of the grant (requests_start_due).
         lock_request_capacity(request)
         request = lock_request(request.pk)
+        require(acting_user, request, "revoke", who=False)
         transition(request, S.REVOKED, acting_user=acting_user, comment=comment)
         notify_request(request, "request.revoked")
     return request
@@ -128,7 +127,11 @@ def _grant_on_top(line: RequestLine) -> bool:
     )
     try:
         g, c, p = allocation_values_check(
-            guarantee=guarantee, cap=cap, per_pod_max=per_pod_max, resource=line.resource
+            guarantee=guarantee,
+            cap=cap,
+            per_pod_max=per_pod_max,
+            where=f"{line.team_namespace.name} {line.resource.name}",
+            resource=line.resource,
         )
     except ValidationFailed as exc:
         raise _GrantConflict(

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from approvals.access import may_request, require
 from approvals.lines import (
     Decision,
     LineInput,
@@ -37,21 +38,15 @@ from approvals.locks import (
 )
 from approvals.models import Approval, QuotaRequest, RequestLine
 from approvals.notify import notify_request
-from approvals.permissions import require_may, require_platform_admin, require_requester
 from approvals.policy.clusters import policy_decision
-from approvals.selectors import (
-    allocation_values_now,
-    has_approved,
-    line_base_values,
-    may_request_for,
-    request_base_changes,
-)
-from approvals.transitions import S, check_transition, transition
+from approvals.policy.rules import PolicyDecision
+from approvals.selectors import allocation_values_now, line_base_values, request_base_changes
+from approvals.transitions import S, transition
 from approvals.validation import stored_findings, validate_lines
 from common.amounts import format_amount
-from common.errors import NotAllowed, PermissionDenied, ValidationFailed
+from common.errors import NotAllowed, ValidationFailed
 from quotas.audit.chain import audit_record
-from quotas.kube.pods import team_usage_now
+from quotas.kube.live_usage import team_usage_now
 from quotas.locks import lock_capacities
 from quotas.models import Allocation, SyncRequest, Team, TeamNamespace
 from quotas.services import allocation_set, allocation_values_check, cluster_sync_request
@@ -166,12 +161,7 @@ def request_create(
     nothing behind (no draft piles up from a failed attempt). A request made from a
     ``suggestion`` is refused while another one made from it is open or applied.
     """
-    if not may_request_for(acting_user, team.pk):
-        raise PermissionDenied(
-            _("only leads of %(team)s (or platform admins) may request quota for it")
-            % {"team": team.slug},
-            field="team",
-        )
+    may_request(acting_user, team).enforce()
     if not justification.strip():
         raise ValidationFailed(_("justification must not be empty"), field="justification")
     _check_dates(kind, starts_at, ends_at)
@@ -244,7 +234,7 @@ def request_revise(
     as it was before the revision. A caller holding a transaction reads ``usage_now``
     (``team_usage_now``) before it, so no cluster is called under a row lock.
     """
-    require_requester(acting_user, request)
+    require(acting_user, request, "edit", state=False)
     lines = list(lines)
     if submit and usage_now is None:
         usage_now = team_usage_now(request.team)
@@ -266,8 +256,7 @@ def request_revise(
                 }
             )
         request = lock_request(request.pk)
-        if request.status not in (S.DRAFT, S.CHANGES_REQUESTED):
-            check_transition(request, S.SUBMITTED)  # raises the clear not-allowed error
+        require(acting_user, request, "edit", who=False)
         before = lines_json(request)
         request.lines.all().delete()
         build_lines(request, lines)
@@ -314,18 +303,31 @@ def _usage_snapshot(request: QuotaRequest, usage_now: dict) -> dict:
     }
 
 
+# What a policy decision stores on the request: submit, an approval with decided values and
+# the rebase of a waiting request all store it the same way (_store_policy).
+POLICY_FIELDS = ("approvals_needed", "policy_reason", "policy_reason_text")
+
+
+def _store_policy(request: QuotaRequest, decision: PolicyDecision) -> None:
+    """The decision's approvals needed (at least one) and its reason, in English for the
+    audit log and as the text shown in each language; the caller saves POLICY_FIELDS."""
+    request.approvals_needed = max(decision.approvals_needed, 1)
+    request.policy_reason = decision.reason_english
+    request.policy_reason_text = decision.text.to_json()
+
+
 def request_submit(
     *, request: QuotaRequest, acting_user: User, usage_now: dict | None = None
 ) -> QuotaRequest:
     """Validate against the whole plan and submit; what policy allows is approved at once."""
-    require_requester(acting_user, request)
+    require(acting_user, request, "submit", state=False)
     # Read from the clusters before the transaction: no network call holds a row lock.
     if usage_now is None:
         usage_now = team_usage_now(request.team)
     with transaction.atomic():
         lock_request_capacity(request)
         request = lock_request(request.pk)
-        check_transition(request, S.SUBMITTED)
+        require(acting_user, request, "submit", who=False)
         lock_request_allocations(request)  # auto-approval may apply at once
         _refuse_stale(request)
         refresh_current(request)
@@ -336,18 +338,8 @@ def request_submit(
         decision = policy_decision(request, lines, has_errors=False)
         request.findings = stored_findings(findings)
         request.usage_snapshot = _usage_snapshot(request, usage_now)
-        request.approvals_needed = max(decision.approvals_needed, 1)
-        request.policy_reason = decision.reason_english
-        request.policy_reason_text = decision.text.to_json()
-        request.save(
-            update_fields=[
-                "findings",
-                "usage_snapshot",
-                "approvals_needed",
-                "policy_reason",
-                "policy_reason_text",
-            ]
-        )
+        _store_policy(request, decision)
+        request.save(update_fields=["findings", "usage_snapshot", *POLICY_FIELDS])
         transition(
             request,
             S.SUBMITTED,
@@ -378,21 +370,14 @@ def request_approve(
     Locks the capacity rows, then the request, and validates the decided values again inside
     the lock, so concurrent approvals never promise the same free GPUs twice.
     """
-    require_platform_admin(acting_user)
-    require_may(acting_user, request, "decide", _("nobody approves their own request"))
+    require(acting_user, request, "approve", state=False)
     with transaction.atomic():
         lock_request_capacity(request)
         request = lock_request(request.pk)
-        check_transition(request, S.APPROVED)
+        require(acting_user, request, "approve", who=False)
         lock_request_allocations(request)
         _refuse_stale(request)
         refuse_removed_classes(ordered_lines(request))
-        if has_approved(acting_user, request):
-            raise PermissionDenied(
-                _("%(user)s approved request #%(id)s already; a second admin must approve")
-                % {"user": acting_user.username, "id": request.pk},
-                field="request",
-            )
         decisions = list(decisions)
         dropped: list[str] = []
         policy_reason = ""
@@ -406,17 +391,14 @@ def request_approve(
             decision = policy_decision(
                 request, ordered_lines(request), has_errors=False, auto=False
             )
-            request.approvals_needed = max(decision.approvals_needed, 1)
-            request.policy_reason = policy_reason = decision.reason_english
-            request.policy_reason_text = decision.text.to_json()
+            _store_policy(request, decision)
+            policy_reason = decision.reason_english
         Approval.objects.create(request=request, admin=acting_user, comment=comment)
         lines = ordered_lines(request)
         findings = validate_lines(lines, final=True, exclude_request_id=request.pk)
         raise_on_errors(findings)
         request.findings = stored_findings(findings)
-        request.save(
-            update_fields=["findings", "approvals_needed", "policy_reason", "policy_reason_text"]
-        )
+        request.save(update_fields=["findings", *POLICY_FIELDS])
         given = request.approvals.count()
         if given < request.approvals_needed:
             after = {"approvals": given, "needed": request.approvals_needed}
@@ -484,7 +466,7 @@ def apply_request(
 
 def request_reject(*, request: QuotaRequest, acting_user: User, comment: str) -> QuotaRequest:
     return _decide_against(
-        request, acting_user, comment, S.REJECTED, _("say why the request is rejected (comment)")
+        request, acting_user, comment, "reject", _("say why the request is rejected (comment)")
     )
 
 
@@ -493,20 +475,22 @@ def request_changes(*, request: QuotaRequest, acting_user: User, comment: str) -
         request,
         acting_user,
         comment,
-        S.CHANGES_REQUESTED,
+        "changes",
         _("say which changes are needed (comment)"),
     )
 
 
 def _decide_against(
-    request: QuotaRequest, acting_user: User, comment: str, target: str, no_comment: str
+    request: QuotaRequest, acting_user: User, comment: str, action: str, no_comment: str
 ) -> QuotaRequest:
     """An admin rejects, or asks for changes: the comment says why."""
-    require_platform_admin(acting_user)
+    require(acting_user, request, action, state=False)
     if not comment.strip():
         raise ValidationFailed(no_comment, field="comment")
+    target = S.REJECTED if action == "reject" else S.CHANGES_REQUESTED
     with transaction.atomic():
         request = lock_request(request.pk)
+        require(acting_user, request, action, who=False)
         transition(request, target, acting_user=acting_user, comment=comment)
         if target == S.CHANGES_REQUESTED:
             request.approvals.all().delete()  # given to what is to change
@@ -517,9 +501,10 @@ def _decide_against(
 def request_withdraw(
     *, request: QuotaRequest, acting_user: User, comment: str = ""
 ) -> QuotaRequest:
-    require_may(acting_user, request, "withdraw", _("only the requester withdraws a request"))
+    require(acting_user, request, "withdraw", state=False)
     with transaction.atomic():
         request = lock_request(request.pk)
+        require(acting_user, request, "withdraw", who=False)
         was = request.status
         transition(request, S.WITHDRAWN, acting_user=acting_user, comment=comment)
         if was != S.DRAFT:  # a draft was never shown to anyone
@@ -552,9 +537,6 @@ def _refuse_stale(request: QuotaRequest) -> None:
     )
 
 
-REBASABLE = (S.DRAFT, S.SUBMITTED, S.CHANGES_REQUESTED)
-
-
 def request_rebase(*, request: QuotaRequest, acting_user: User) -> QuotaRequest:
     """Move every line's base to the allocation as it is now, in one step.
 
@@ -563,25 +545,11 @@ def request_rebase(*, request: QuotaRequest, acting_user: User) -> QuotaRequest:
     decide on the rebased request), and a submitted request is validated and policy-checked
     again as on submit, so it may now be approved automatically, or refused.
     """
-    require_may(
-        acting_user,
-        request,
-        "rebase",
-        _("only the requester or a lead of %(team)s may do this") % {"team": request.team.slug},
-    )
+    require(acting_user, request, "rebase", state=False)
     with transaction.atomic():
         lock_request_capacity(request)
         request = lock_request(request.pk)
-        if request.status not in REBASABLE:
-            raise NotAllowed(
-                _(
-                    "request #%(id)s is %(status)s; only drafts and requests waiting for a "
-                    "decision are rebased"
-                )
-                % {"id": request.pk, "status": request.get_status_display()},
-                field="status",
-                extra={"status": request.status},
-            )
+        require(acting_user, request, "rebase", who=False)
         lock_request_allocations(request)
         lines = ordered_lines(request)
         if not request_base_changes(lines):
@@ -626,7 +594,10 @@ def _rebase_line(line: RequestLine, index: int) -> None:
     }
     try:
         g, c, p = allocation_values_check(
-            guarantee=merged["guarantee"], cap=merged["cap"], per_pod_max=merged["per_pod_max"]
+            guarantee=merged["guarantee"],
+            cap=merged["cap"],
+            per_pod_max=merged["per_pod_max"],
+            where=f"{line.team_namespace.name} {line.resource.name}",
         )
     except ValidationFailed as exc:
         where = f"lines[{index}]"
@@ -655,12 +626,14 @@ def _rebase_line(line: RequestLine, index: int) -> None:
 
 
 def _recheck_as_on_submit(request: QuotaRequest, lines: list[RequestLine]) -> None:
+    """What submit judges and stores: the findings, and the policy's decision (approvals
+    needed and the reason, in both forms) as submit sets them."""
     findings = validate_lines(lines, final=False, exclude_request_id=request.pk)
     raise_on_errors(findings)
     decision = policy_decision(request, lines, has_errors=False)
     request.findings = stored_findings(findings)
-    request.approvals_needed = max(decision.approvals_needed, 1)
-    request.save(update_fields=["findings", "approvals_needed", "updated_at"])
+    _store_policy(request, decision)
+    request.save(update_fields=["findings", *POLICY_FIELDS, "updated_at"])
     if decision.auto_approve:
         request.auto_approved = True
         request.save(update_fields=["auto_approved"])
@@ -672,16 +645,10 @@ def _recheck_as_on_submit(request: QuotaRequest, lines: list[RequestLine]) -> No
 
 def request_delete(*, request: QuotaRequest, acting_user: User) -> None:
     """The requester deletes a draft they no longer want; the audit log keeps what it was."""
-    require_may(acting_user, request, "delete", _("only the requester deletes a draft"))
+    require(acting_user, request, "delete", state=False)
     with transaction.atomic():
         request = lock_request(request.pk)
-        if request.status != S.DRAFT:
-            raise NotAllowed(
-                _("request #%(id)s is %(status)s; only drafts are deleted (withdraw it instead)")
-                % {"id": request.pk, "status": request.get_status_display()},
-                field="status",
-                extra={"status": request.status},
-            )
+        require(acting_user, request, "delete", who=False)
         audit_record(
             acting_user=acting_user,
             action="request.deleted",

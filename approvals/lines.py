@@ -98,7 +98,11 @@ def build_lines(request: QuotaRequest, lines: Iterable[LineInput]) -> None:
         )
         try:
             guarantee, cap, per_pod = allocation_values_check(
-                guarantee=item.guarantee, cap=item.cap, per_pod_max=per_pod_max, resource=resource
+                guarantee=item.guarantee,
+                cap=item.cap,
+                per_pod_max=per_pod_max,
+                where=f"{ns.name} {resource.name}",
+                resource=resource,
             )
         except ValidationFailed as exc:
             raise ValidationFailed(
@@ -158,6 +162,7 @@ def record_decisions(request: QuotaRequest, decisions: Iterable[Decision]) -> bo
                 guarantee=decision.guarantee,
                 cap=decision.cap,
                 per_pod_max=per_pod_max,
+                where=f"{line.team_namespace.name} {line.resource.name}",
                 resource=line.resource,
             )
         except ValidationFailed as exc:

@@ -15,26 +15,40 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from approvals import lifecycle
+from approvals.access import EDITABLE, may_preview_in_clusters
 from approvals.lines import LineInput, ordered_lines, refresh_current
 from approvals.models import QuotaRequest, RequestLine
 from approvals.policy.clusters import policy_decision
 from approvals.policy.rules import PolicyDecision
-from approvals.selectors import (
-    allocation_changes,
-    lines_preview,
-    may_preview_in_clusters,
-    request_base_changes,
-)
-from approvals.transitions import S
+from approvals.selectors import allocation_changes, request_base_changes
 from approvals.validation import validate_lines
 from quotas.kube.client import KubeError
 from quotas.kube.plan import AllocationChange
-from quotas.kube.sync import Outcome
+from quotas.kube.sync import Outcome, cluster_preview
 from quotas.models import Team
 from quotas.rules import Finding
 
-# Requests judged as on submit; the others as on approval (decided values, who must approve).
-_AS_ON_SUBMIT = (S.DRAFT, S.CHANGES_REQUESTED)
+# Requests judged as on submit (those submitted from, the editable ones); the others as on
+# approval (decided values, who must approve).
+_AS_ON_SUBMIT = EDITABLE
+
+
+def request_preview(request: QuotaRequest) -> dict[str, list[Outcome]]:
+    """Per cluster, what approving the request would change, from server-side dry runs."""
+    return lines_preview(
+        allocation_changes(request.lines.select_related("team_namespace__cluster", "resource"))
+    )
+
+
+def lines_preview(
+    changes: dict[tuple[int, str], list[AllocationChange]],
+) -> dict[str, list[Outcome]]:
+    """Per cluster name, the dry-run outcomes of the changes (calls the clusters: run it
+    outside any transaction)."""
+    return {
+        name: cluster_preview(cluster_id=cluster_id, changes=cluster_changes)
+        for (cluster_id, name), cluster_changes in changes.items()
+    }
 
 
 @dataclass

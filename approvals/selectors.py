@@ -6,103 +6,22 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from django.db.models import Count, Prefetch, Q, QuerySet, Sum
 
+from approvals.access import restrict
 from approvals.models import Approval, QuotaRequest, RequestLine
 from approvals.validation import held_by_grants
 from common.amounts import format_amount
 from quotas.kube.plan import AllocationChange, resource_plan
-from quotas.kube.sync import Outcome, cluster_preview
 from quotas.models import Allocation, AuditEvent, SyncRequest
-from quotas.roles import AnyUser, is_platform_admin, sees_everything
-from quotas.selectors import capacity_summary, team_ids_of, teams_requestable_by
+from quotas.roles import AnyUser
+from quotas.selectors import capacity_summary
 
 BASE_FIELDS = ("guarantee", "cap", "per_pod_max", "priority_classes")
 
 
 def requests_visible_to(user: AnyUser) -> QuerySet[QuotaRequest]:
-    """Admins and auditors see every request; people of a team see their team's."""
-    if not user.is_authenticated or not user.is_active:
-        return QuotaRequest.objects.none()
-    if sees_everything(user):
-        return QuotaRequest.objects.all()
-    return QuotaRequest.objects.filter(team_id__in=team_ids_of(user))
-
-
-# Who may do what to a request, whatever its status (the transitions table says when): the one
-# answer the services enforce and the pages' buttons show. Platform admins act for every team,
-# as they may request for every team; deciding is theirs alone, never on their own request.
-EDITABLE = (QuotaRequest.Status.DRAFT, QuotaRequest.Status.CHANGES_REQUESTED)
-WITHDRAWABLE = (*EDITABLE, QuotaRequest.Status.SUBMITTED, QuotaRequest.Status.APPROVED)
-
-
-def may_request_for(user: AnyUser, team_id: int) -> bool:
-    """Platform admins, and leads of the team (or of a department above it)."""
-    return teams_requestable_by(user).filter(pk=team_id).exists()
-
-
-def has_approved(user: AnyUser, request: QuotaRequest) -> bool:
-    """The admin approved the request already: a second approval must come from another."""
-    return request.approvals.filter(admin_id=user.pk).exists()
-
-
-def requests_awaiting_decision_by(
-    user: AnyUser, requests: QuerySet[QuotaRequest]
-) -> QuerySet[QuotaRequest]:
-    """Of ``requests``, those waiting for this platform admin: submitted, not their own, not
-    approved by them yet (request_may's "decide" and has_approved, as a query)."""
-    return (
-        requests.filter(status=QuotaRequest.Status.SUBMITTED)
-        .exclude(requested_by=user)
-        .exclude(approvals__admin=user)
-    )
-
-
-def may_preview_in_clusters(user: AnyUser) -> bool:
-    """Who sees what a request would write in the clusters (server-side dry runs): platform
-    admins and auditors."""
-    return sees_everything(user)
-
-
-def request_may(user: AnyUser, request: QuotaRequest, action: str) -> bool:
-    """Whether ``user``'s role lets them ``action`` the request: edit (revise), submit,
-    rebase, withdraw, delete, decide (approve, reject, changes) or revoke."""
-    if not user.is_authenticated or not user.is_active:
-        return False
-    is_requester = request.requested_by_id == user.pk
-    if action in ("edit", "submit", "rebase"):
-        return is_requester or may_request_for(user, request.team_id)
-    if action in ("withdraw", "delete"):
-        return is_requester
-    if action == "decide":
-        return is_platform_admin(user) and not is_requester
-    if action == "revoke":
-        return is_platform_admin(user)
-    raise ValueError(f"unknown request action {action!r}")
-
-
-def request_actions_for(user: AnyUser, request: QuotaRequest) -> set[str]:
-    """What the user may do to the request now: their role (request_may) and its status."""
-    S = QuotaRequest.Status
-    now = {
-        "edit": request.status in EDITABLE,
-        "submit": request.status in EDITABLE,
-        "withdraw": request.status in WITHDRAWABLE,
-        "delete": request.status == S.DRAFT,
-        "rebase": request.status in (S.DRAFT, S.SUBMITTED, S.CHANGES_REQUESTED),
-        "decide": request.status == S.SUBMITTED,
-        "revoke": request.status == S.APPROVED,
-    }
-    return {
-        action
-        for action, possible in now.items()
-        if possible and request_may(user, request, action)
-    }
-
-
-def request_preview(request: QuotaRequest) -> dict[str, list[Outcome]]:
-    """Per cluster, what approving the request would change, from server-side dry runs."""
-    return lines_preview(
-        allocation_changes(request.lines.select_related("team_namespace__cluster", "resource"))
-    )
+    """Admins and auditors see every request; people of a team see their team's (the
+    rulebook's answer, approvals.access.restrict)."""
+    return restrict(QuotaRequest.objects.all(), user, "view")
 
 
 def allocation_changes(lines) -> dict[tuple[int, str], list[AllocationChange]]:
@@ -123,17 +42,6 @@ def allocation_changes(lines) -> dict[tuple[int, str], list[AllocationChange]]:
             )
         )
     return changes
-
-
-def lines_preview(
-    changes: dict[tuple[int, str], list[AllocationChange]],
-) -> dict[str, list[Outcome]]:
-    """Per cluster name, the dry-run outcomes of the changes (calls the clusters: run it
-    outside any transaction)."""
-    return {
-        name: cluster_preview(cluster_id=cluster_id, changes=cluster_changes)
-        for (cluster_id, name), cluster_changes in changes.items()
-    }
 
 
 def allocation_values(allocation: Allocation | None) -> dict:

@@ -37,20 +37,28 @@ def allowed_from(target: str) -> list[str]:
     return sorted(source for source, targets in ALLOWED.items() if target in targets)
 
 
+def transition_refusal(request: QuotaRequest, target: str) -> NotAllowed | None:
+    """The refusal of moving the request to ``target`` from its status (None: allowed)."""
+    if target in ALLOWED.get(request.status, frozenset()):
+        return None
+    sources = ", ".join(str(S(s).label) for s in allowed_from(target)) or _("nowhere")
+    return NotAllowed(
+        _("request #%(id)s is %(status)s; it cannot become %(target)s (only from: %(sources)s)")
+        % {
+            "id": request.pk,
+            "status": S(request.status).label,
+            "target": S(target).label,
+            "sources": sources,
+        },
+        field="status",
+        extra={"status": request.status, "target": target},
+    )
+
+
 def check_transition(request: QuotaRequest, target: str) -> None:
-    if target not in ALLOWED.get(request.status, frozenset()):
-        sources = ", ".join(str(S(s).label) for s in allowed_from(target)) or _("nowhere")
-        raise NotAllowed(
-            _("request #%(id)s is %(status)s; it cannot become %(target)s (only from: %(sources)s)")
-            % {
-                "id": request.pk,
-                "status": S(request.status).label,
-                "target": S(target).label,
-                "sources": sources,
-            },
-            field="status",
-            extra={"status": request.status, "target": target},
-        )
+    refusal = transition_refusal(request, target)
+    if refusal is not None:
+        raise refusal
 
 
 def transition(

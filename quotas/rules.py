@@ -314,57 +314,52 @@ def _percent(share: Decimal) -> str:
     return f"{format_amount(share * 100)}%"
 
 
-def _allocation_findings(
-    cluster: ClusterFacts,
-    a: AllocationFacts,
+def allocation_problems(
     *,
-    baseline: AllocationFacts | None,
-    peak: Decimal | None,
-) -> list[Finding]:
-    """Rules about one allocation; ``baseline`` is its value before a change (None: no change
-    being checked, or a new allocation)."""
-    found: list[Finding] = []
-    where = f"{a.namespace} {a.resource}"
-
+    guarantee: Decimal,
+    cap: Decimal,
+    per_pod_max: Decimal | None,
+    where: str,
+    whole_units_of: str | None = None,
+    backends: Iterable[str] = (),
+) -> list[tuple[str, str, Text]]:
+    """The rules of one allocation on its own, as (rule, field, text) for each rule it breaks,
+    in the order of RULES: the plan's findings (check_change, check_plan) and the services'
+    refusal of one allocation's values (quotas.services.allocation_values_check) ask this one
+    function. ``where`` names it ("namespace resource"); ``whole_units_of``, the resource
+    when it is counted in whole units; ``backends``, the cluster's (what guarantee > cap
+    means to each is said)."""
+    found: list[tuple[str, str, Text]] = []
     negative = {
         "guarantee": gettext_noop("guarantee %(value)s for %(where)s must not be negative"),
         "cap": gettext_noop("cap %(value)s for %(where)s must not be negative"),
     }
-    for field_, value in (("guarantee", a.guarantee), ("cap", a.cap)):
+    for field_, value in (("guarantee", guarantee), ("cap", cap)):
         if value < 0:
             text = Text.of(negative[field_], value=format_amount(value), where=where)
-            found.append(_finding(ERROR, RULE_NEGATIVE, field_, text, a))
-    if a.resource in cluster.whole_resources:
-        for field_, value in (
-            ("guarantee", a.guarantee),
-            ("cap", a.cap),
-            ("per_pod_max", a.per_pod_max),
-        ):
-            problem = whole_number_text(field_, value, a.resource)
+            found.append((RULE_NEGATIVE, field_, text))
+    if whole_units_of is not None:
+        for field_, value in (("guarantee", guarantee), ("cap", cap), ("per_pod_max", per_pod_max)):
+            problem = whole_number_text(field_, value, whole_units_of)
             if problem:
                 text = Text.of(
                     gettext_noop("%(problem)s (%(where)s)"), problem=problem, where=where
                 )
-                found.append(_finding(ERROR, RULE_WHOLE_UNITS, field_, text, a))
-    if a.per_pod_max is not None and a.per_pod_max <= 0:
+                found.append((RULE_WHOLE_UNITS, field_, text))
+    if per_pod_max is not None and per_pod_max <= 0:
         text = Text.of(
             gettext_noop("per-pod max %(value)s for %(where)s must be positive (or empty)"),
-            value=format_amount(a.per_pod_max),
+            value=format_amount(per_pod_max),
             where=where,
         )
-        found.append(_finding(ERROR, RULE_PER_POD_MAX_POSITIVE, "per_pod_max", text, a))
-
-    if a.guarantee > a.cap:
+        found.append((RULE_PER_POD_MAX_POSITIVE, "per_pod_max", text))
+    if guarantee > cap:
         consequences = tuple(
-            Text.of(msgid, borrowing=format_amount(a.cap - a.guarantee))
+            Text.of(msgid, borrowing=format_amount(cap - guarantee))
             for backend, msgid in _BACKEND_GUARANTEE_LE_CAP.items()
-            if backend in cluster.backends
+            if backend in backends
         )
-        amounts = {
-            "guarantee": format_amount(a.guarantee),
-            "cap": format_amount(a.cap),
-            "where": where,
-        }
+        amounts = {"guarantee": format_amount(guarantee), "cap": format_amount(cap), "where": where}
         if consequences:
             text = Text.of(
                 gettext_noop(
@@ -381,18 +376,40 @@ def _allocation_findings(
                 ),
                 **amounts,
             )
-        found.append(_finding(ERROR, RULE_GUARANTEE_LE_CAP, "guarantee", text, a))
-
-    if a.per_pod_max is not None and a.per_pod_max > a.cap:
+        found.append((RULE_GUARANTEE_LE_CAP, "guarantee", text))
+    if per_pod_max is not None and per_pod_max > cap:
         text = Text.of(
             gettext_noop(
                 "per-pod max %(per_pod_max)s exceeds cap %(cap)s for %(where)s (per-pod max ≤ cap)"
             ),
-            per_pod_max=format_amount(a.per_pod_max),
-            cap=format_amount(a.cap),
+            per_pod_max=format_amount(per_pod_max),
+            cap=format_amount(cap),
             where=where,
         )
-        found.append(_finding(ERROR, RULE_PER_POD_MAX_LE_CAP, "per_pod_max", text, a))
+        found.append((RULE_PER_POD_MAX_LE_CAP, "per_pod_max", text))
+    return found
+
+
+def _allocation_findings(
+    cluster: ClusterFacts,
+    a: AllocationFacts,
+    *,
+    baseline: AllocationFacts | None,
+    peak: Decimal | None,
+) -> list[Finding]:
+    """Rules about one allocation; ``baseline`` is its value before a change (None: no change
+    being checked, or a new allocation)."""
+    found = [
+        _finding(ERROR, rule, field_, text, a)
+        for rule, field_, text in allocation_problems(
+            guarantee=a.guarantee,
+            cap=a.cap,
+            per_pod_max=a.per_pod_max,
+            where=f"{a.namespace} {a.resource}",
+            whole_units_of=a.resource if a.resource in cluster.whole_resources else None,
+            backends=cluster.backends,
+        )
+    ]
 
     capacity = cluster.capacities.get(a.resource)
     if capacity is None:

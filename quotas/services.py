@@ -33,11 +33,14 @@ from quotas.models import (
     SyncRequest,
     TeamNamespace,
 )
+from quotas.rules import allocation_problems
 
 log = logging.getLogger(__name__)
 
 
-def _amount(value: object, field: str) -> Decimal:
+def _amount(value: object, field: str, *, negative_allowed: bool = False) -> Decimal:
+    """The value as a finite number (not negative, unless ``negative_allowed``: the caller's
+    rules say why not)."""
     try:
         amount = Decimal(str(value))
     except (InvalidOperation, ValueError) as exc:
@@ -51,7 +54,7 @@ def _amount(value: object, field: str) -> Decimal:
             % {"field": field, "value": repr(value)},
             field=field,
         )
-    if amount < 0:
+    if amount < 0 and not negative_allowed:
         raise ValidationFailed(
             _("%(field)s must not be negative, got %(value)s")
             % {"field": field, "value": f"{amount:f}"},
@@ -99,33 +102,34 @@ def allocation_values_check(
     guarantee: object,
     cap: object,
     per_pod_max: object | None,
+    where: str,
     resource: Resource | None = None,
 ) -> tuple[Decimal, Decimal, Decimal | None]:
-    """The rules of a single allocation; the whole-plan rules live with requests.
+    """The values of one allocation as numbers, refused (at its field) with the first rule of
+    a single allocation they break: the rules module's (quotas.rules.allocation_problems), the
+    texts the plan's findings give. ``where`` names the allocation ("namespace resource").
+    The whole-plan rules live with requests.
 
     With the resource, amounts of whole-unit resources (GPUs, MIG slices, vGPU) must be whole.
     """
-    g = _amount(guarantee, "guarantee")
-    c = _amount(cap, "cap")
-    p = None if per_pod_max in (None, "") else _amount(per_pod_max, "per_pod_max")
-    if resource is not None:
-        errors = resource.whole_number_errors({"guarantee": g, "cap": c, "per_pod_max": p})
-        for field, message in errors.items():
-            raise ValidationFailed(message, field=field)
-    if g > c:
-        raise ValidationFailed(
-            _("guarantee %(guarantee)s exceeds cap %(cap)s (guarantee ≤ cap)")
-            % {"guarantee": format_amount(g), "cap": format_amount(c)},
-            field="guarantee",
-        )
-    if p is not None and p == 0:
-        raise ValidationFailed(_("per_pod_max must be positive or empty"), field="per_pod_max")
-    if p is not None and p > c:
-        raise ValidationFailed(
-            _("per_pod_max %(per_pod_max)s exceeds cap %(cap)s (per-pod max ≤ cap)")
-            % {"per_pod_max": format_amount(p), "cap": format_amount(c)},
-            field="per_pod_max",
-        )
+    g = _amount(guarantee, "guarantee", negative_allowed=True)
+    c = _amount(cap, "cap", negative_allowed=True)
+    p = (
+        None
+        if per_pod_max in (None, "")
+        else _amount(per_pod_max, "per_pod_max", negative_allowed=True)
+    )
+    whole = resource is not None and resource.whole_units
+    problems = allocation_problems(
+        guarantee=g,
+        cap=c,
+        per_pod_max=p,
+        where=where,
+        whole_units_of=resource.name if whole else None,
+    )
+    if problems:
+        _, field, text = problems[0]
+        raise ValidationFailed(str(text), field=field)
     return g, c, p
 
 
@@ -161,7 +165,11 @@ def allocation_set(
     and their audit events atomically).
     """
     g, c, p = allocation_values_check(
-        guarantee=guarantee, cap=cap, per_pod_max=per_pod_max, resource=resource
+        guarantee=guarantee,
+        cap=cap,
+        per_pod_max=per_pod_max,
+        where=f"{team_namespace.name} {resource.name}",
+        resource=resource,
     )
     classes = sorted(set(priority_classes))
     with transaction.atomic():

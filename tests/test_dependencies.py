@@ -164,3 +164,17 @@ def test_the_template_check_sees_a_page_of_a_higher_app(tmp_path):
     module = tmp_path / "v.py"
     module.write_text('def v(r):\n    render(r, "overview/home.html")\n    redirect("home")\n')
     assert python_references(module) == ({"overview/home.html"}, {"home"})
+
+
+def test_selectors_only_read_the_database():
+    """A selector answers from the database; what calls the clusters (dry runs, reads of their
+    pods) is named for it (preview, live usage) and never imported by a selector."""
+    calls_clusters = ("quotas.kube.sync", "quotas.kube.client", "quotas.kube.live_usage")
+    offenders = sorted(
+        (module_name(path), imported)
+        for layer in LAYERS
+        for path in (REPO / layer).rglob("*selectors.py")
+        for imported in imported_modules(path)
+        if imported.startswith(calls_clusters)
+    )
+    assert offenders == []

@@ -29,7 +29,7 @@ from django.utils.dateparse import parse_datetime
 from kubernetes.utils import parse_quantity
 
 from quotas.kube.client import KubeClient, KubeNotFound, client_for_cluster, object_path
-from quotas.kube.pods import pod_requests
+from quotas.kube.pods import pod_amounts
 from quotas.kube.render import KUEUE_API, VOLCANO_API
 from quotas.models import Allocation, Cluster
 from usage.models import UsageSample, UsageSource
@@ -106,7 +106,7 @@ def readings_from_pods(
         namespace = meta.get("namespace", "")
         if namespace not in wanted:
             continue
-        requested = pod_requests(pod)
+        requested = pod_amounts(pod)
         phase = (pod.get("status") or {}).get("phase", "")
         evicted_at = eviction_time(pod)
         counts_eviction = evicted_at is not None and evicted_after[namespace] < evicted_at <= now

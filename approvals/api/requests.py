@@ -20,7 +20,7 @@ from approvals.api.views import RequestDetail, _line_inputs, _visible_request
 from approvals.models import JUSTIFICATION_MAX_LENGTH, MAX_LINES
 from common.api.idempotency import IdempotentMixin
 from common.api.schema import api_errors
-from quotas.kube.pods import team_usage_now
+from quotas.kube.live_usage import team_usage_now
 
 
 class RequestReviseSerializer(serializers.Serializer):

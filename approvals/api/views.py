@@ -1,8 +1,9 @@
 """API views of quota requests: parse, fetch through requests_visible_to, one service, serialize.
 
-The services decide who may act (leads for their teams, admins decide, nobody approves their
-own request, auditors change nothing); the views only make sure nobody acts on, or learns of,
-a request they cannot see.
+The services decide who may act by asking the rulebook (approvals.access: leads for their
+teams, admins decide, nobody decides their own request, auditors change nothing) and answer
+its refusal; the views only make sure nobody acts on, or learns of, a request they cannot see
+(requests_visible_to, the rulebook's restrict).
 """
 
 from django.db import transaction

@@ -16,9 +16,9 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
+from approvals.access import require_platform_admin
 from approvals.locks import lock_approval_policy
 from approvals.models import ApprovalPolicy, QuotaRequest, RequestLine
-from approvals.permissions import require_platform_admin
 from approvals.policy.rules import LineDelta, PolicyFacts, decide_policy, hold_for_waiting
 from approvals.transitions import S
 from approvals.validation import requests_fit_problems

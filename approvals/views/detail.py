@@ -19,6 +19,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
 
+from approvals.access import allowed_actions, may, may_preview_in_clusters
 from approvals.forms import ApproveForm, CommentForm
 from approvals.grants import request_revoke
 from approvals.lifecycle import (
@@ -31,14 +32,11 @@ from approvals.lifecycle import (
     request_withdraw,
 )
 from approvals.models import QuotaRequest, RequestLine
+from approvals.preview import request_preview
 from approvals.selectors import (
-    has_approved,
-    may_preview_in_clusters,
-    request_actions_for,
     request_approvals,
     request_base_changes,
     request_lines,
-    request_preview,
     request_syncs,
     request_timeline,
     requests_visible_to,
@@ -160,10 +158,10 @@ def _render_detail(
     user = request.user
     lines = request_lines(qr)
     approvals = request_approvals(qr)
-    # The same answer the services enforce (approvals.selectors.request_may); an admin who
-    # approved already waits for a second one.
-    allowed = request_actions_for(user, qr)
-    may_decide = "decide" in allowed and not has_approved(user, qr)
+    # The rulebook the services enforce (approvals.access); an admin who approved already
+    # may still reject or ask for changes, and waits for a second one to approve.
+    allowed = allowed_actions(user, qr)
+    may_decide = "approve" in allowed
     plan_problems = []
     if qr.status == S.SUBMITTED:
         plan_problems = [f.message for f in requests_fit_problems([qr])[qr.pk]]
@@ -195,7 +193,7 @@ def _render_detail(
             "may_revoke": "revoke" in allowed,
             "stale": stale,
             "may_decide": may_decide,
-            "approved_by_me": "decide" in allowed and not may_decide,
+            "approved_by_me": "reject" in allowed and not may_decide,
             "plan_problems": plan_problems,
             "may_preview": may_preview_in_clusters(user),
             "approve_form": approve_form,
@@ -328,13 +326,9 @@ def request_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
 def request_preview_page(request: HttpRequest, pk: int) -> HttpResponse:
     """What approving would change in each cluster, from server-side dry runs."""
     qr = _visible_request(request.user, pk)
-    if not may_preview_in_clusters(request.user):
-        return render(
-            request,
-            "approvals/refused.html",
-            {"message": _("Only platform admins and auditors preview requests in clusters.")},
-            status=403,
-        )
+    access = may(request.user, qr, "preview")
+    if not access:
+        return render(request, "approvals/refused.html", {"message": access.message}, status=403)
     error = ""
     clusters = {}
     try:

@@ -22,6 +22,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 
+from approvals.access import may, may_request
 from approvals.forms import (
     RequestForm,
     filled_line_forms,
@@ -32,12 +33,9 @@ from approvals.lifecycle import request_create, request_revise
 from approvals.models import QuotaRequest
 from approvals.preview import RequestCheck, request_draft_check, request_revision_check
 from approvals.selectors import (
-    EDITABLE,
     CapacityImpact,
-    may_request_for,
     request_impact,
     request_lines,
-    request_may,
     requests_visible_to,
 )
 from approvals.validation import findings_json
@@ -510,19 +508,10 @@ def request_new(request: HttpRequest) -> HttpResponse:
 
 
 def _edit_refusal(user, draft: QuotaRequest) -> tuple[str, int] | None:
-    """Why the user may not edit the request now (message, status), or None."""
-    if not request_may(user, draft, "edit"):
-        message = _("Only the requester or a lead of %(team)s edits this request.") % {
-            "team": draft.team.slug
-        }
-        return message, 403
-    if draft.status not in EDITABLE:
-        message = _(
-            "Request #%(id)s is %(status)s; only drafts and requests sent back for "
-            "changes are edited."
-        ) % {"id": draft.pk, "status": draft.get_status_display()}
-        return message, 409
-    return None
+    """Why the user may not edit the request now (message, status), or None: the rulebook's
+    answer (approvals.access), the one request_revise enforces."""
+    access = may(user, draft, "edit")
+    return None if access else (access.message, access.status_code)
 
 
 @login_required
@@ -573,9 +562,8 @@ def request_validate(request: HttpRequest) -> JsonResponse:
     # A team the user may not request for is refused as the create refuses it, not checked.
     team_id = request.POST.get("team", "")
     team = Team.objects.filter(pk=team_id).first() if team_id.isdigit() else None
-    if team is not None and not may_request_for(user, team.pk):
-        message = _("only leads of %(team)s (or platform admins) may request quota for it")
-        return _json_refusal(message % {"team": team.slug}, 403)
+    if team is not None and not (access := may_request(user, team)):
+        return _json_refusal(access.message, access.status_code)
     return _answer(request, teams=teams)
 
 

@@ -1,103 +1,75 @@
-"""What a team uses right now, read from its clusters: requests of running and pending pods.
+"""A pod's amount of each resource, counted the way Kubernetes counts it (component-helpers
+``resource.PodRequests`` / ``PodLimits``): one function for what the portal reads of running
+pods (quotas.kube.live_usage, the usage rollups and the suggestions built on them) and for what the
+per-pod max policy admits (quotas.kube.render emits it as CEL; the tests hold the two to the
+same answers).
 
-Read outside any database transaction (it calls the clusters); a cluster that cannot be
-reached is reported as such, never raised, so a request can still be submitted.
+Per resource: the sidecars (init containers with ``restartPolicy: Always``, running next to
+the app containers) + the larger of the app containers' sum and the largest other init
+container. (Kubernetes adds to an init container only the sidecars started before it; adding
+all of them never counts less, and is what the policy checks.) For cpu and memory, pod-level
+``spec.resources`` count too: a pod-level request next to the containers' aggregate (the
+larger), a pod-level limit, when the limits are counted, instead of it. Pod ``overhead`` is
+not counted (the policy does not count it either).
 """
 
-import logging
 from collections import defaultdict
 from decimal import Decimal
 
-from django.conf import settings
-from django.utils import timezone
 from kubernetes.utils import parse_quantity
 
-from common.amounts import format_amount
-from quotas.kube.client import KubeClient, KubeError, client_for_cluster, object_path
-
-log = logging.getLogger(__name__)
+# The resources pod-level ``spec.resources`` may state (PodLevelResources).
+POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})
 
 
-def pod_requests(pod: dict) -> dict[str, Decimal]:
-    """The pod's effective request per resource: the sum over its containers, or the largest
-    init container if that is more (as the scheduler counts it). Extended resources that only
-    set limits request the limit."""
+def _quantities(values: dict | None) -> dict[str, Decimal]:
+    return {name: Decimal(parse_quantity(value)) for name, value in (values or {}).items()}
+
+
+def container_amounts(container: dict, *, limits: bool = False) -> dict[str, Decimal]:
+    """What one container counts per resource: its requests (an extended resource that states
+    only a limit requests the limit, as the API server defaults it), or with ``limits`` what
+    it states (the limit if stated, else the request)."""
+    resources = container.get("resources") or {}
+    requests = _quantities(resources.get("requests"))
+    stated = _quantities(resources.get("limits"))
+    if limits:
+        return {**requests, **stated}
+    for name, value in stated.items():
+        if "/" in name:
+            requests.setdefault(name, value)
+    return requests
+
+
+def is_sidecar(container: dict) -> bool:
+    """An init container that keeps running next to the app containers."""
+    return container.get("restartPolicy") == "Always"
+
+
+def pod_amounts(pod: dict, *, limits: bool = False) -> dict[str, Decimal]:
+    """The pod's effective amount per resource (requests, or with ``limits`` what it states:
+    limits, else requests), aggregated as the module says."""
     spec = pod.get("spec") or {}
-
-    def of(container: dict) -> dict[str, Decimal]:
-        resources = container.get("resources") or {}
-        requests = dict(resources.get("requests") or {})
-        for name, value in (resources.get("limits") or {}).items():
-            if "/" in name:
-                requests.setdefault(name, value)
-        return {name: Decimal(parse_quantity(value)) for name, value in requests.items()}
-
+    init = spec.get("initContainers") or []
+    apps = [container_amounts(c, limits=limits) for c in spec.get("containers") or []]
+    sidecars = [container_amounts(c, limits=limits) for c in init if is_sidecar(c)]
+    one_shot = [container_amounts(c, limits=limits) for c in init if not is_sidecar(c)]
+    names = {name for amounts in (*apps, *sidecars, *one_shot) for name in amounts}
     total: dict[str, Decimal] = defaultdict(Decimal)
-    for container in spec.get("containers") or []:
-        for name, value in of(container).items():
-            total[name] += value
-    for container in spec.get("initContainers") or []:
-        for name, value in of(container).items():
-            total[name] = max(total[name], value)
-    return dict(total)
-
-
-def namespace_usage(
-    client: KubeClient, namespace: str, resources: list[str]
-) -> dict[str, dict[str, str]]:
-    """Per resource: requested by running pods, by pending pods, and the pending pod count."""
-    path = object_path("v1", "Pod", namespace)
-    usage = {
-        r: {"running": Decimal(0), "pending": Decimal(0), "pending_pods": 0} for r in resources
-    }
-    for phase, key in (("Running", "running"), ("Pending", "pending")):
-        result = client.request("GET", path, query={"fieldSelector": f"status.phase={phase}"})
-        for pod in (result or {}).get("items", []):
-            requested = pod_requests(pod)
-            for resource in resources:
-                amount = requested.get(resource, Decimal(0))
-                usage[resource][key] += amount
-                if key == "pending" and amount:
-                    usage[resource]["pending_pods"] += 1
-    return {
-        r: {k: (format_amount(v) if isinstance(v, Decimal) else v) for k, v in u.items()}
-        for r, u in usage.items()
-    }
-
-
-def team_usage_now(team) -> dict:
-    """Usage of every namespace of the team, cluster by cluster; errors are reported inline."""
-    from quotas.models import Allocation, TeamNamespace
-
-    namespaces = TeamNamespace.objects.filter(team=team).select_related("cluster")
-    by_cluster: dict[int, list] = defaultdict(list)
-    for ns in namespaces:
-        by_cluster[ns.cluster_id].append(ns)
-    snapshot: dict = {"taken_at": timezone.now().isoformat(), "namespaces": []}
-    for cluster_namespaces in by_cluster.values():
-        cluster = cluster_namespaces[0].cluster
-        try:
-            client = client_for_cluster(cluster, timeout=settings.KUBE_REQUEST_TIMEOUT)
-        except Exception as exc:  # a broken kubeconfig must not block a request
-            snapshot["namespaces"] += [
-                {"cluster": cluster.name, "namespace": ns.name, "error": type(exc).__name__}
-                for ns in cluster_namespaces
-            ]
+    for name in names:
+        running = sum((a.get(name, Decimal(0)) for a in apps), Decimal(0))
+        largest_init = max((a.get(name, Decimal(0)) for a in one_shot), default=Decimal(0))
+        alongside = sum((a.get(name, Decimal(0)) for a in sidecars), Decimal(0))
+        total[name] = alongside + max(running, largest_init)
+    pod_level = spec.get("resources") or {}
+    pod_requests = _quantities(pod_level.get("requests"))
+    pod_limits = _quantities(pod_level.get("limits"))
+    for name in POD_LEVEL_RESOURCES:
+        if limits and name in pod_limits:
+            total[name] = pod_limits[name]
             continue
-        try:
-            for ns in cluster_namespaces:
-                resources = sorted(
-                    Allocation.objects.filter(team_namespace=ns).values_list(
-                        "resource__name", flat=True
-                    )
-                )
-                entry = {"cluster": cluster.name, "namespace": ns.name}
-                try:
-                    entry["usage"] = namespace_usage(client, ns.name, resources)
-                except KubeError as exc:
-                    log.warning("usage of %s/%s unavailable: %s", cluster.name, ns.name, exc)
-                    entry["error"] = f"cluster unreachable or refused ({exc.status or 'no answer'})"
-                snapshot["namespaces"].append(entry)
-        finally:
-            client.close()
-    return snapshot
+        # A pod-level limit without a request requests the limit (API defaulting).
+        request = pod_requests.get(name, None if limits else pod_limits.get(name))
+        if request is not None:
+            total[name] = max(total.get(name, Decimal(0)), request)
+    return dict(total)

@@ -24,7 +24,6 @@ from celery.exceptions import Ignore
 from django.core import mail
 from django.db import transaction
 
-from approvals.notify import tasks as notify_module
 from approvals.notify import (
     EVENTS,
     WebhookSignatureError,
@@ -37,6 +36,7 @@ from approvals.notify import (
     sign,
     verify_signature,
 )
+from approvals.notify import tasks as notify_module
 from portal.celery import app
 
 SECRET = "test-webhook-secret-3f9a1c"

@@ -4,7 +4,8 @@ import pytest
 
 from approvals.lifecycle import request_submit
 from approvals.models import QuotaRequest
-from approvals.selectors import request_preview, requests_visible_to
+from approvals.preview import request_preview
+from approvals.selectors import requests_visible_to
 from quotas.kube.sync import cluster_sync
 from quotas.models import Cluster
 from tests.approvals.conftest import new_request

@@ -132,7 +132,10 @@ def test_bad_line_names_the_line_and_keeps_the_input(client, plan, lead_c, gpu):
     response = client.post("/requests/new/", data)
     page = response.content.decode()
     assert response.status_code == 400
-    assert "lines[0].per_pod_max: per_pod_max 8 exceeds cap 6 (per-pod max ≤ cap)" in page
+    assert (
+        "lines[0].per_pod_max: per-pod max 8 exceeds cap 6 for team-c-dev nvidia.com/gpu "
+        "(per-pod max ≤ cap)"
+    ) in page
     assert "keep me please" in page and 'value="8"' in page and 'value="6"' in page
     assert not QuotaRequest.objects.exists()
 

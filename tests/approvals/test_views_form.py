@@ -60,7 +60,8 @@ def test_guarantee_above_cap_is_named_at_its_field_with_the_rule_and_nothing_is_
     guarantee = field(answer, "lines-0-guarantee")
     assert guarantee["id"] == "id_lines-0-guarantee"
     assert [e["message"] for e in guarantee["errors"]] == [
-        "lines[0].guarantee: guarantee 5 exceeds cap 4 (guarantee ≤ cap)"
+        "lines[0].guarantee: guarantee 5 exceeds cap 4 for team-c-dev nvidia.com/gpu "
+        "(guarantee ≤ cap)"
     ]
     assert answer["ok"] is False and answer["impact_html"] is None
     assert not QuotaRequest.objects.exists()

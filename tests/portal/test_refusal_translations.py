@@ -114,10 +114,11 @@ def test_an_allocation_rule_is_translated_under_its_line(plan, lead_c, strict_po
         lambda headers: api.post("/api/v1/requests/", inverted, format="json", **headers)
     )
     assert english.json()["message"] == (
-        "lines[0].guarantee: guarantee 7 exceeds cap 6 (guarantee ≤ cap)"
+        "lines[0].guarantee: guarantee 7 exceeds cap 6 for team-c-dev nvidia.com/gpu "
+        "(guarantee ≤ cap)"
     )
     assert chinese.json()["message"] == (
-        "lines[0].guarantee: 保障量 7 超过上限 6（要求保障量 ≤ 上限）"
+        "lines[0].guarantee: team-c-dev nvidia.com/gpu 的保障量 7 超过上限 6（要求保障量 ≤ 上限）"
     )
     assert english.json()["extra"] == chinese.json()["extra"] == {"field": "lines[0].guarantee"}
 

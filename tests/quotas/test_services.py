@@ -61,9 +61,13 @@ def test_unchanged_values_write_no_version(alloc_a, ns_a, gpu, admin):
         (
             {"guarantee": 1, "cap": 4, "per_pod_max": 5},
             "per_pod_max",
-            "per_pod_max 5 exceeds cap 4",
+            "per-pod max 5 exceeds cap 4 for team-a-training nvidia.com/gpu (per-pod max ≤ cap)",
         ),
-        ({"guarantee": -1, "cap": 4}, "guarantee", "guarantee must not be negative"),
+        (
+            {"guarantee": -1, "cap": 4},
+            "guarantee",
+            "guarantee -1 for team-a-training nvidia.com/gpu must not be negative",
+        ),
         ({"guarantee": "ten", "cap": 4}, "guarantee", "guarantee must be a number"),
         ({"guarantee": 1, "cap": "NaN"}, "cap", "cap must be a finite number"),
         ({"guarantee": 1, "cap": 4, "per_pod_max": 0}, "per_pod_max", "must be positive"),

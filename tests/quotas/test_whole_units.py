@@ -52,7 +52,7 @@ def test_service_refuses_a_fractional_gpu_naming_the_field(plan, lead_c, gpu):
     with pytest.raises(ValidationFailed) as refused:
         new_request(lead_c, plan["team-c"], gpu, Decimal("6.5"), 8)
     assert refused.value.field == "lines[0].guarantee"
-    assert refused.value.message == f"lines[0].guarantee: {MESSAGE}"
+    assert refused.value.message == f"lines[0].guarantee: {MESSAGE} (team-c-dev nvidia.com/gpu)"
 
 
 def test_service_keeps_fractional_cpu(plan, lead_c, cpu):
@@ -143,7 +143,7 @@ def test_form_shows_the_error_at_the_field(client, plan, lead_c, gpu):
     response = client.post("/requests/new/", line_data(plan["team-c"], gpu, "6.5", 8))
     assert response.status_code == 400
     errors = response.context["formset"].forms[0].errors
-    assert errors["guarantee"] == [f"lines[0].guarantee: {MESSAGE}"]
+    assert errors["guarantee"] == [f"lines[0].guarantee: {MESSAGE} (team-c-dev nvidia.com/gpu)"]
 
 
 def test_admin_form_on_the_page_refuses_a_fractional_decision(

@@ -190,7 +190,10 @@ def test_typing_an_impossible_value_shows_the_servers_message_without_submitting
     guarantee = row.locator("input[name=lines-0-guarantee]")
     guarantee.fill("5")
     message = lead.locator("#id_lines-0-guarantee_error")
-    expect(message).to_have_text("lines[0].guarantee: guarantee 5 exceeds cap 4 (guarantee ≤ cap)")
+    expect(message).to_have_text(
+        "lines[0].guarantee: guarantee 5 exceeds cap 4 for team-c-dev nvidia.com/gpu "
+        "(guarantee ≤ cap)"
+    )
     expect(guarantee).to_have_attribute("aria-invalid", "true")
     expect(guarantee).to_have_attribute("aria-describedby", "id_lines-0-guarantee_error")
     # The justification not typed yet is not blamed; nothing was submitted or saved.
