@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Page, Paginator
 from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import slugify
@@ -19,7 +20,6 @@ from django.utils.translation import gettext as _
 from approvals.dashboard import active_temporary_grants, open_suggestions, team_requests
 from approvals.models import QuotaRequest
 from common.choices import choice_labels
-from common.pagecache import render_kept
 from quotas.models import Suggestion, TeamMembership, TeamNamespace
 from quotas.overview import allocations_now, amount_cell, team_usage_series
 from quotas.overview_charts import team_usage_figure
@@ -187,13 +187,7 @@ def _team_page(request: HttpRequest, visible) -> tuple[Page, str, list[str]]:
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    return render_kept(
-        request,
-        "home",
-        page="quotas/home.html",
-        part="quotas/_home.html",
-        context=lambda: (_home_context(request), 200),
-    )
+    return render(request, "quotas/home.html", _home_context(request))
 
 
 def _home_context(request: HttpRequest) -> dict:

@@ -8,13 +8,13 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import F
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 from django.utils.translation import gettext as _
 
 from approvals.filtersets import RequestFilterSet
 from approvals.models import QuotaRequest
 from approvals.selectors import request_status_counts, requests_listed_for, requests_visible_to
 from approvals.validation import requests_fit_problems
-from common.pagecache import render_kept
 from quotas.selectors import teams_requestable_by
 
 S = QuotaRequest.Status
@@ -90,13 +90,8 @@ def _mark_fits(page) -> None:
 
 @login_required
 def request_list(request: HttpRequest) -> HttpResponse:
-    return render_kept(
-        request,
-        "requests",
-        page="approvals/request_list.html",
-        part="approvals/_request_list.html",
-        context=lambda: _request_list_context(request),
-    )
+    context, status = _request_list_context(request)
+    return render(request, "approvals/request_list.html", context, status=status)
 
 
 def _request_list_context(request: HttpRequest) -> tuple[dict, int]:

@@ -391,11 +391,6 @@ CACHES = {
     )
 }
 
-# The costly pages (overview, requests, clusters, summary, audit log) keep their main part this
-# many seconds at most, and only while no committed write changed the data (common.pagecache);
-# 0: computed on every request.
-PORTAL_PAGE_CACHE_SECONDS = env.int("PORTAL_PAGE_CACHE_SECONDS", default=60)
-
 # Proxies in front of the portal that append to X-Forwarded-For (0: use the peer's address).
 # The login lockout and the API throttles key on the client address this gives.
 PORTAL_TRUSTED_PROXY_COUNT = env.int("PORTAL_TRUSTED_PROXY_COUNT", default=0)
