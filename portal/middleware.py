@@ -1,7 +1,6 @@
 """Middleware of the portal shell: the Content-Security-Policy header, a 400 for request
 parameters no page or API can store or compare (a NUL character: PostgreSQL refuses it in text,
-which would otherwise surface as a 500, or as a CSV export that breaks after its headers), and
-the scope in which a request keeps the user's team ids (quotas.selectors.team_ids_of).
+which would otherwise surface as a 500, or as a CSV export that breaks after its headers).
 
 The CSP is a small middleware rather than a package: the policy is one fixed header (nothing
 inline, no nonces needed), and Django 6.0 brings the same thing built in (SECURE_CSP), which can
@@ -12,8 +11,6 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
-
-from quotas.selectors import team_ids_remembered
 
 
 class ContentSecurityPolicyMiddleware:
@@ -68,14 +65,3 @@ class RejectHostileParametersMiddleware:
             },
             status=400,
         )
-
-
-class RequestScopeMiddleware:
-    """Whoever a request asks about, their teams are read once for the whole request."""
-
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        with team_ids_remembered():
-            return self.get_response(request)

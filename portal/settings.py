@@ -50,7 +50,6 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "portal.middleware.ContentSecurityPolicyMiddleware",
     "portal.middleware.RejectHostileParametersMiddleware",
-    "portal.middleware.RequestScopeMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # The language: the language cookie (set by the header's switch), else Accept-Language,
