@@ -12,11 +12,7 @@ AnyUser = User | AnonymousUser
 def _in_group(user: AnyUser, group: str) -> bool:
     if not user.is_authenticated or not user.is_active:
         return False
-    cache = getattr(user, "_portal_groups", None)
-    if cache is None:
-        cache = set(user.groups.values_list("name", flat=True))
-        user._portal_groups = cache
-    return group in cache
+    return user.groups.filter(name=group).exists()
 
 
 def is_platform_admin(user: AnyUser) -> bool:
