@@ -12,8 +12,8 @@ AnyUser = User | AnonymousUser
 def _in_group(user: AnyUser, group: str) -> bool:
     if not user.is_authenticated or not user.is_active:
         return False
-    # One query per check, unless the groups were read with the user (for a signed-in web
-    # request: portal.middleware.UserGroupsMiddleware).
+    # One query per check, unless the groups were read with the user (a signed-in web request:
+    # portal.middleware.UserGroupsMiddleware; an API token: portal.tokens.api_token_user).
     return any(g.name == group for g in user.groups.all())
 
 

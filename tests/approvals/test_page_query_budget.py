@@ -41,3 +41,18 @@ def test_the_page_stays_within_its_budget_and_reads_the_groups_once(
     sql = [q["sql"] for q in seen.captured_queries]
     assert sum('"auth_user_groups"' in s for s in sql) == 1, sql
     assert len(sql) <= budget, sql
+
+
+@pytest.mark.parametrize("who", ["admin", "lead_c"])
+def test_an_api_list_reads_the_groups_of_the_tokens_user_once(client, request, grow, who):  # noqa: F811
+    from portal.tokens import api_token_create
+
+    grow(3)
+    _row, token = api_token_create(user=request.getfixturevalue(who), name="budget")
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    client.get("/api/v1/requests/", **headers)
+    with CaptureQueriesContext(connection) as seen:
+        response = client.get("/api/v1/requests/", **headers)
+    assert response.status_code == 200
+    sql = [q["sql"] for q in seen.captured_queries]
+    assert sum('"auth_user_groups"' in s for s in sql) == 1, sql
