@@ -10,7 +10,6 @@ from django.db.models.functions import Length
 from django.db.models.lookups import LessThanOrEqual
 from django.utils.translation import gettext_lazy as _
 
-from common.choices import ChoiceDisplay
 from quotas.models.fields import ZERO, amount_field
 from quotas.texts import localized_messages, stored_message
 
@@ -23,7 +22,7 @@ MAX_PRIORITY_CLASSES = 32
 COMMENT_MAX_LENGTH = 2000
 
 
-class QuotaRequest(ChoiceDisplay):
+class QuotaRequest(models.Model):
     class Status(models.TextChoices):
         DRAFT = "draft", _("draft")
         SUBMITTED = "submitted", _("submitted")

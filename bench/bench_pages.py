@@ -19,10 +19,8 @@ cluster, allocations in two versions, usage rollups, requests in every state wit
 and audit history, grants, suggestions, syncs and drift. Database: a throw-away PostgreSQL
 database when BENCH_DATABASE_URL or DATABASE_URL names a server, else SQLite. The throttles'
 cache is Redis when CACHE_URL names one (as in production), else each process's memory; their
-rates are raised so the load is never refused, but they are counted as always. The costly
-pages keep their main part in that cache while the data is unchanged (common.pagecache), as
-deployed; then a second server with PORTAL_PAGE_CACHE_SECONDS=0 gives the same pages computed
-on every request (", computed every time"), as after a write.
+rates are raised so the load is never refused, but they are counted as always. No page keeps
+anything between requests: each is computed every time, as a user after any write sees it.
 
 Figures, for each page: p50 and p95 latency (baseline: the trivial view's) and throughput
 (baseline: the trivial view's throughput; the ratio is the share of it the page reaches).
@@ -69,11 +67,6 @@ TARGETS = [
     ("API /api/v1/requests/ (lead token)", "lead", API_LIST, "api"),
     ("API /api/v1/requests/?page_size=500 (admin token)", "admin", API_BIG_PAGE, "api"),
 ]
-
-
-# The pages again with nothing kept (kind "page" but the trivial view).
-COMPUTED = [t for t in TARGETS if t[3] == "page" and t[0] != TRIVIAL]
-COMPUTED_SUFFIX = ", computed every time"
 
 
 def _free_port() -> int:
@@ -233,23 +226,6 @@ def run(args) -> tuple[list[dict], dict]:
             )
         finally:
             stop_gunicorn(proc, log)
-        # The same pages computed on every request (nothing kept): what a page costs after
-        # a write, or with PORTAL_PAGE_CACHE_SECONDS=0.
-        print("pages computed every time (PORTAL_PAGE_CACHE_SECONDS=0):", flush=True)
-        proc, port, log = start_gunicorn(
-            db_url,
-            var_dir,
-            workers=args.workers,
-            threads=args.threads,
-            env={"PORTAL_PAGE_CACHE_SECONDS": "0"},
-        )
-        try:
-            computed = measure(
-                client, port, people, COMPUTED, seconds=args.seconds, warmup=args.warmup
-            )
-        finally:
-            stop_gunicorn(proc, log)
-        results.update({f"{label}{COMPUTED_SUFFIX}": r for label, r in computed.items()})
     size_label = f"{sizes['teams']} teams"
     figures = pages_figures(results, database, size_label)
     details = {

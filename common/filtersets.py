@@ -12,11 +12,8 @@ from datetime import datetime, time
 
 import django_filters
 from django import forms
-from django.forms.utils import flatatt
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
-from django.utils.html import format_html
-from django.utils.safestring import mark_safe
 from django.utils.text import format_lazy
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -78,38 +75,6 @@ class StrictBooleanFilter(django_filters.BooleanFilter):
         super().__init__(*args, **kwargs)
 
 
-class PlainSelect(forms.Select):
-    """A single-choice <select> written out in Python: the markup of Django's template (the
-    first option whose value is given is selected), without a template rendered per option,
-    which made a filter form of a few dozen teams cost more than the table it filters."""
-
-    def render(self, name, value, attrs=None, renderer=None):
-        attrs = self.build_attrs(self.attrs, attrs)
-        given = set(self.format_value(value))
-        options = []
-        for option_value, label in self.choices:
-            if isinstance(label, (list, tuple)):  # a group of choices: Django's own rendering
-                return super().render(name, value, attrs, renderer)
-            text = "" if option_value is None else str(option_value)
-            selected = text in given
-            if selected:
-                given = set()  # only the first
-            options.append(
-                format_html(
-                    '<option value="{}"{}>{}</option>',
-                    text,
-                    mark_safe(" selected") if selected else "",
-                    label,
-                )
-            )
-        return format_html(
-            '<select name="{}"{}>\n{}\n</select>',
-            name,
-            flatatt(attrs),
-            mark_safe("\n".join(options)),  # noqa: S308 - each escaped by format_html
-        )
-
-
 class PortalFilterSet(django_filters.FilterSet):
     def get_form_class(self):
         # A filter of one value given twice (?team=a&team=b) is refused, naming it: reading
@@ -117,15 +82,6 @@ class PortalFilterSet(django_filters.FilterSet):
         base = super().get_form_class()
 
         class OnceForm(base):
-            def __init__(self, *args, **kwargs):
-                super().__init__(*args, **kwargs)
-                for field in self.fields.values():
-                    if type(field.widget) is forms.Select:
-                        plain = PlainSelect(attrs=field.widget.attrs)
-                        plain.choices = field.widget.choices
-                        plain.is_required = field.widget.is_required
-                        field.widget = plain
-
             def clean(self):
                 cleaned = super().clean()
                 for name, field in self.fields.items():

@@ -53,7 +53,6 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "portal.middleware.ContentSecurityPolicyMiddleware",
     "portal.middleware.RejectHostileParametersMiddleware",
-    "portal.middleware.RequestScopeMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # The language: the language cookie (set by the header's switch), else Accept-Language,
@@ -62,6 +61,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "portal.middleware.UserGroupsMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes asks: it turns a lockout found during login into the lockout page.
@@ -393,11 +393,6 @@ CACHES = {
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )
 }
-
-# The costly pages (overview, requests, clusters, summary, audit log) keep their main part this
-# many seconds at most, and only while no committed write changed the data (common.pagecache);
-# 0: computed on every request.
-PORTAL_PAGE_CACHE_SECONDS = env.int("PORTAL_PAGE_CACHE_SECONDS", default=60)
 
 # Proxies in front of the portal that append to X-Forwarded-For (0: use the peer's address).
 # The login lockout and the API throttles key on the client address this gives.

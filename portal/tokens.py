@@ -131,7 +131,13 @@ def api_token_user(token: str) -> tuple[User, ApiToken]:
     if not token.startswith(ApiToken.PREFIX):
         raise TokenRefused(_("invalid API token"))
     digest = api_token_hash(token)
-    row = ApiToken.objects.select_related("user").filter(token_hash=digest).first()
+    # The user's groups with the user, one query: the role checks then read none each.
+    row = (
+        ApiToken.objects.select_related("user")
+        .prefetch_related("user__groups")
+        .filter(token_hash=digest)
+        .first()
+    )
     # The lookup is by hash, so timing reveals nothing of the token; compare again anyway.
     if row is None or not hmac.compare_digest(row.token_hash, digest):
         raise TokenRefused(_("invalid API token"))

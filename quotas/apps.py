@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.db.models.signals import m2m_changed, post_delete, post_migrate, post_save, pre_save
+from django.db.models.signals import m2m_changed, post_migrate, post_save, pre_save
 
 
 class QuotasConfig(AppConfig):
@@ -27,15 +27,3 @@ class QuotasConfig(AppConfig):
                 sender=through,
                 dispatch_uid=f"quotas.user.links.{through.__name__}",
             )
-        # A changed membership or team (its parent: departments) forgets the team ids a web
-        # request has kept (quotas.selectors.team_ids_of).
-        from quotas.models import Team, TeamMembership
-        from quotas.selectors import forget_team_ids
-
-        for model in (Team, TeamMembership):
-            for signal in (post_save, post_delete):
-                signal.connect(
-                    forget_team_ids,
-                    sender=model,
-                    dispatch_uid=f"quotas.forget_team_ids.{model.__name__}.{signal is post_save}",
-                )

@@ -102,7 +102,6 @@ def user_save(
                 after=changes[1],
                 comment=comment,
             )
-    user.__dict__.pop("_portal_groups", None)  # roles.py's cache of the groups, now stale
     return user
 
 
@@ -272,7 +271,6 @@ def user_changed_elsewhere(
     if raw or not _elsewhere(instance, update_fields):
         return
     before = instance.__dict__.pop("_portal_before", None)
-    instance.__dict__.pop("_portal_groups", None)
     _record_elsewhere(instance, None if created else before)
 
 
@@ -310,5 +308,4 @@ def user_links_changed_elsewhere(sender, instance, action, reverse, pk_set, **kw
         return
     states = instance.__dict__.pop("_portal_link_states", {})
     for user in users:
-        user.__dict__.pop("_portal_groups", None)
         _record_elsewhere(user, states.get(user.pk, _user_state(user)))

@@ -12,11 +12,9 @@ AnyUser = User | AnonymousUser
 def _in_group(user: AnyUser, group: str) -> bool:
     if not user.is_authenticated or not user.is_active:
         return False
-    cache = getattr(user, "_portal_groups", None)
-    if cache is None:
-        cache = set(user.groups.values_list("name", flat=True))
-        user._portal_groups = cache
-    return group in cache
+    # One query per check, unless the groups were read with the user (a signed-in web request:
+    # portal.middleware.UserGroupsMiddleware; an API token: portal.tokens.api_token_user).
+    return any(g.name == group for g in user.groups.all())
 
 
 def is_platform_admin(user: AnyUser) -> bool:

@@ -2,8 +2,6 @@
 
 from collections import defaultdict
 from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -32,45 +30,14 @@ def _with_descendants(team_ids: set[int]) -> set[int]:
     return found
 
 
-# Within one web request (portal.middleware.RequestScopeMiddleware) the answers of
-# team_ids_of are kept, per user and roles: a page asks it several times (visible requests,
-# teams of the filters, teams one may request for). Any change to a membership or a team
-# forgets them at once (quotas.apps), so a request that changes one reads the new ones.
-_team_ids_scope: ContextVar[dict | None] = ContextVar("team_ids_scope", default=None)
-
-
-@contextmanager
-def team_ids_remembered() -> Iterator[None]:
-    """Keep team_ids_of's answers for the duration of the block (one web request)."""
-    token = _team_ids_scope.set({})
-    try:
-        yield
-    finally:
-        _team_ids_scope.reset(token)
-
-
-def forget_team_ids(**_kwargs) -> None:
-    """Drop the kept answers (a membership or a team changed)."""
-    scope = _team_ids_scope.get()
-    if scope is not None:
-        scope.clear()
-
-
 def team_ids_of(user: AnyUser, *, roles: tuple[str, ...] | None = None) -> set[int]:
     """Teams the user belongs to (optionally only with the given roles), departments expanded."""
     if not user.is_authenticated or not user.is_active:
         return set()
-    scope = _team_ids_scope.get()
-    key = (user.pk, None if roles is None else tuple(sorted(roles)))
-    if scope is not None and key in scope:
-        return set(scope[key])
     memberships = TeamMembership.objects.filter(user=user)
     if roles is not None:
         memberships = memberships.filter(role__in=roles)
-    found = _with_descendants(set(memberships.values_list("team_id", flat=True)))
-    if scope is not None:
-        scope[key] = frozenset(found)
-    return found
+    return _with_descendants(set(memberships.values_list("team_id", flat=True)))
 
 
 def teams_visible_to(user: AnyUser) -> QuerySet[Team]:

@@ -8,13 +8,18 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import F
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.timesince import timesince
 from django.utils.translation import gettext as _
 
 from approvals.filtersets import RequestFilterSet
 from approvals.models import QuotaRequest
 from approvals.selectors import request_status_counts, requests_listed_for, requests_visible_to
 from approvals.validation import requests_fit_problems
-from common.pagecache import render_kept
+from common.amounts import format_amount
+from common.choices import choice_labels
 from quotas.selectors import teams_requestable_by
 
 S = QuotaRequest.Status
@@ -80,23 +85,74 @@ def _status_counts(request: HttpRequest) -> dict[str, int]:
     return request_status_counts(counting.qs)
 
 
-def _mark_fits(page) -> None:
+def _plan_problems(requests: list[QuotaRequest]) -> dict[int, list[str]]:
     """The same answer the API's fits_plan and the approval give, for the page's waiting
     requests at once."""
-    problems = requests_fit_problems([qr for qr in page if qr.status == S.SUBMITTED])
-    for qr in page:
-        qr.plan_problems = [f.message for f in problems.get(qr.pk, [])]
+    problems = requests_fit_problems([qr for qr in requests if qr.status == S.SUBMITTED])
+    return {pk: [f.message for f in found] for pk, found in problems.items()}
+
+
+def _minute(moment) -> str:
+    """A moment as the page writes it (``|date:"Y-m-d H:i"``, in the current time zone)."""
+    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M")
+
+
+def _amount(value) -> str:
+    """``|amount``: no amount is written as nothing."""
+    return "" if value is None else format_amount(value)
+
+
+def _line_text(line) -> dict:
+    return {
+        "namespace": line.team_namespace.name,
+        "cluster": line.team_namespace.cluster.name,
+        "resource": line.resource.name,
+        "current": (_amount(line.current_guarantee), _amount(line.current_cap)),
+        "requested": (_amount(line.requested_guarantee), _amount(line.requested_cap)),
+        "decided": None
+        if line.decided_cap is None
+        else _("decided %(g)s / %(c)s")
+        % {"g": _amount(line.decided_guarantee), "c": _amount(line.decided_cap)},
+    }
+
+
+def _rows(requests: list[QuotaRequest]) -> list[dict]:
+    """Each request of the page as its row writes it: labels, moments and amounts formatted
+    once here, not by template filters per cell."""
+    problems = _plan_problems(requests)
+    status_labels = choice_labels(QuotaRequest, "status")
+    kind_labels = choice_labels(QuotaRequest, "kind")
+    rows = []
+    for qr in requests:
+        rows.append(
+            {
+                "pk": qr.pk,
+                "url": reverse("requests-detail", args=[qr.pk]),
+                "team": qr.team.slug,
+                "status": qr.status,
+                "status_label": status_labels.get(qr.status, qr.status),
+                "plan_problems": "; ".join(problems.get(qr.pk, [])),
+                "kind_label": kind_labels.get(qr.kind, qr.kind),
+                "until": _("until %(end)s") % {"end": _minute(qr.ends_at)} if qr.ends_at else "",
+                "lines": [_line_text(line) for line in qr.listed_lines],
+                "requester": qr.requested_by.get_username(),
+                "submitted": _minute(qr.submitted_at) if qr.submitted_at else "",
+                "age": _("%(age)s ago") % {"age": timesince(qr.submitted_at)}
+                if qr.submitted_at
+                else "",
+                "approvals": _("automatic")
+                if qr.auto_approved
+                else _("%(given)s of %(needed)s")
+                % {"given": qr.approvals_given, "needed": qr.approvals_needed},
+            }
+        )
+    return rows
 
 
 @login_required
 def request_list(request: HttpRequest) -> HttpResponse:
-    return render_kept(
-        request,
-        "requests",
-        page="approvals/request_list.html",
-        part="approvals/_request_list.html",
-        context=lambda: _request_list_context(request),
-    )
+    context, status = _request_list_context(request)
+    return render(request, "approvals/request_list.html", context, status=status)
 
 
 def _request_list_context(request: HttpRequest) -> tuple[dict, int]:
@@ -115,7 +171,6 @@ def _request_list_context(request: HttpRequest) -> tuple[dict, int]:
         if not cleaned.get("ordering"):
             rows = rows.order_by(*_default_order(cleaned))
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
-    _mark_fits(page)
     params = request.GET.copy()
     params.pop("page", None)
     return (
@@ -123,6 +178,7 @@ def _request_list_context(request: HttpRequest) -> tuple[dict, int]:
             "filters": filters.form,
             "filter_errors": errors,
             "page": page,
+            "rows": _rows(list(page)),
             "query": params.urlencode(),
             "tabs": _status_tabs(request, _status_counts(request), request.GET.get("status", "")),
             "is_queue": bool(cleaned.get("status") == S.SUBMITTED or cleaned.get("waiting")),

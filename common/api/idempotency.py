@@ -45,7 +45,6 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from common.choices import ChoiceDisplay
 from common.errors import ApplicationError, NotAllowed, ValidationFailed
 
 HEADER = "Idempotency-Key"
@@ -68,7 +67,7 @@ class IdempotencyInProgress(NotAllowed):
     """Another request with this key is still running."""
 
 
-class IdempotencyKey(ChoiceDisplay):
+class IdempotencyKey(models.Model):
     """One ``Idempotency-Key`` of one user: the request it was first used for (a fingerprint of
     method, path and body) and, once that request succeeded, its response to replay.
 

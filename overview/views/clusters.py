@@ -12,13 +12,12 @@ from collections import defaultdict
 from django.contrib.auth.decorators import login_required
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404
+from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.text import slugify
 from django.utils.translation import gettext as _
 
 from common.amounts import format_amount
-from common.pagecache import render_kept
 from overview.charts import capacity_figure, chart_segments
 from overview.selectors import (
     ClusterLines,
@@ -126,55 +125,28 @@ def _cluster_context(request: HttpRequest, clusters: QuerySet[Cluster]) -> dict:
 
 @login_required
 def cluster_list(request: HttpRequest) -> HttpResponse:
-    def context() -> tuple[dict, int]:
-        values = _cluster_context(request, Cluster.objects.all())
-        if sees_everything(request.user):
-            values["drift"] = recent_drift(limit=10)
-        return values, 200
-
-    return render_kept(
-        request,
-        "clusters",
-        page="overview/clusters.html",
-        part="overview/_clusters.html",
-        context=context,
-    )
+    context = _cluster_context(request, Cluster.objects.all())
+    if sees_everything(request.user):
+        context["drift"] = recent_drift(limit=10)
+    return render(request, "overview/clusters.html", context)
 
 
 @login_required
 def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
     cluster = get_object_or_404(Cluster, name=name)
-
-    def context() -> tuple[dict, int]:
-        values = _cluster_context(request, Cluster.objects.filter(pk=cluster.pk))
-        values["cluster"] = cluster
-        if sees_everything(request.user):
-            values["drift"] = recent_drift(cluster_ids=[cluster.pk])
-            values["open_syncs"] = open_sync_requests(cluster_ids=[cluster.pk])
-        return values, 200
-
-    return render_kept(
-        request,
-        "cluster",
-        page="overview/clusters.html",
-        part="overview/_clusters.html",
-        context=context,
-        page_context={"cluster": cluster},
-    )
+    context = _cluster_context(request, Cluster.objects.filter(pk=cluster.pk))
+    context["cluster"] = cluster
+    if sees_everything(request.user):
+        context["drift"] = recent_drift(cluster_ids=[cluster.pk])
+        context["open_syncs"] = open_sync_requests(cluster_ids=[cluster.pk])
+    return render(request, "overview/clusters.html", context)
 
 
 @login_required
 def summary(request: HttpRequest) -> HttpResponse:
-    def context() -> tuple[dict, int]:
-        table = plan_summary(
-            user=request.user, others_label=_("Other teams"), total_label=_("Total")
-        )
-        return {"summary": table, "sees_everything": sees_everything(request.user)}, 200
-
-    return render_kept(
+    table = plan_summary(user=request.user, others_label=_("Other teams"), total_label=_("Total"))
+    return render(
         request,
-        "summary",
-        page="overview/summary.html",
-        part="overview/_summary.html",
-        context=context,
+        "overview/summary.html",
+        {"summary": table, "sees_everything": sees_everything(request.user)},
     )

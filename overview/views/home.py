@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Page, Paginator
 from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import slugify
@@ -18,7 +19,6 @@ from django.utils.translation import gettext as _
 
 from approvals.models import QuotaRequest
 from common.choices import choice_labels
-from common.pagecache import render_kept
 from overview.charts import team_usage_figure
 from overview.dashboard import active_temporary_grants, open_suggestions, team_requests
 from overview.selectors import allocations_now, amount_cell, team_usage_series
@@ -188,13 +188,7 @@ def _team_page(request: HttpRequest, visible) -> tuple[Page, str, list[str]]:
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    return render_kept(
-        request,
-        "home",
-        page="overview/home.html",
-        part="overview/_home.html",
-        context=lambda: (_home_context(request), 200),
-    )
+    return render(request, "overview/home.html", _home_context(request))
 
 
 def _home_context(request: HttpRequest) -> dict:

@@ -16,12 +16,12 @@ from django.http import (
     HttpResponseForbidden,
     StreamingHttpResponse,
 )
+from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import urlencode
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
-from common.pagecache import render_kept
 from quotas.audit.chain import audit_csv_rows, audit_events_filtered
 from quotas.audit.labels import ACTION_LABELS, audit_change_summary
 from quotas.filtersets import AuditEventFilterSet
@@ -92,13 +92,8 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     """GET /audit/: the log newest first, filtered as the export, with the export's link."""
     if not may_read_audit_log(request.user):
         raise PermissionDenied(_("Only platform admins and auditors may read the audit log."))
-    return render_kept(
-        request,
-        "audit",
-        page="quotas/audit_log.html",
-        part="quotas/_audit_log.html",
-        context=lambda: _audit_log_context(request),
-    )
+    context, status = _audit_log_context(request)
+    return render(request, "quotas/audit_log.html", context, status=status)
 
 
 def _audit_log_context(request: HttpRequest) -> tuple[dict, int]:

@@ -10,7 +10,6 @@ from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from common.amounts import format_amount
-from common.choices import ChoiceDisplay
 from quotas.models.fields import (
     ZERO,
     amount_field,
@@ -20,7 +19,7 @@ from quotas.models.fields import (
 from quotas.rules import whole_number_error
 
 
-class Cluster(ChoiceDisplay):
+class Cluster(models.Model):
     class Environment(models.TextChoices):
         TEST = "test", _("Test")
         STAGING = "staging", _("Staging")
@@ -178,7 +177,7 @@ class Cluster(ChoiceDisplay):
         return Decimal(str(settings.QUOTA_DEFAULT_MAX_CAP_SHARE))
 
 
-class Resource(ChoiceDisplay):
+class Resource(models.Model):
     """A schedulable resource name with its unit and how quotas express it."""
 
     class Kind(models.TextChoices):

@@ -5,10 +5,8 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from common.choices import ChoiceDisplay
 
-
-class SyncRequest(ChoiceDisplay):
+class SyncRequest(models.Model):
     """Outbox row: written in the same transaction as the change that needs a sync."""
 
     class Status(models.TextChoices):
@@ -58,7 +56,7 @@ class SyncRequest(ChoiceDisplay):
         return f"sync {self.cluster_id} gen {self.generation} ({self.status})"
 
 
-class SyncRun(ChoiceDisplay):
+class SyncRun(models.Model):
     """One pass over a cluster: what was compared, written, pruned, and how it ended."""
 
     class Status(models.TextChoices):
@@ -110,7 +108,7 @@ class SyncRun(ChoiceDisplay):
         return f"{self.cluster} {self.trigger} {self.status} @ {self.started_at:%Y-%m-%d %H:%M:%S}"
 
 
-class SyncObjectResult(ChoiceDisplay):
+class SyncObjectResult(models.Model):
     """What a run did to one object: rows only for objects written, pruned, drifted, fenced,
     shadowed or failed; unchanged ones are only counted in SyncRun.counts."""
 

@@ -5,7 +5,6 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
-from common.choices import ChoiceDisplay
 from quotas.models.fields import dns1123_label_validator
 
 
@@ -57,7 +56,7 @@ class Team(models.Model):
         return chain
 
 
-class TeamMembership(ChoiceDisplay):
+class TeamMembership(models.Model):
     class Role(models.TextChoices):
         LEAD = "lead", _("Team lead")
         MEMBER = "member", _("Member")
@@ -87,7 +86,7 @@ class TeamMembership(ChoiceDisplay):
         return f"{self.user} ({self.get_role_display()} of {self.team})"
 
 
-class TeamNamespace(ChoiceDisplay):
+class TeamNamespace(models.Model):
     """One Kubernetes namespace of a team on one cluster."""
 
     class WorkloadClass(models.TextChoices):

@@ -1,13 +1,13 @@
 """Pages whose reads were made cheaper keep their answers: the suggestions page reads whether
 each row may become a request in one query (the same answer as suggestion_requestable_by), and
-a web request keeps team_ids_of's answers only until a membership or team changes."""
+team_ids_of reads the memberships as they are at each call (nothing is kept)."""
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from quotas.models import Team, TeamMembership
-from quotas.selectors import team_ids_of, team_ids_remembered
+from quotas.selectors import team_ids_of
 from tests.conftest import make_user
 from tests.overview_world import grow_world
 from usage.suggestion_selectors import suggestion_requestable_by
@@ -49,47 +49,17 @@ def test_the_suggestions_page_reads_a_fixed_number_of_queries_and_offers_the_sam
     assert all(small == large for small, large in counts.values()), counts
 
 
-def test_a_web_request_reads_the_teams_of_a_user_once(admin):
-    lead = make_user("lead")
-    team = Team.objects.create(slug="a", name="A")
-    TeamMembership.objects.create(team=team, user=lead, role=TeamMembership.Role.LEAD)
-    with team_ids_remembered():
-        with CaptureQueriesContext(connection) as first:
-            assert team_ids_of(lead) == {team.pk}
-        assert len(first.captured_queries) > 0
-        with CaptureQueriesContext(connection) as again:
-            assert team_ids_of(lead) == {team.pk}
-            assert team_ids_of(lead, roles=("member", "lead")) == {team.pk}
-            assert team_ids_of(lead, roles=("lead", "member")) == {team.pk}  # the same key
-            assert team_ids_of(lead, roles=("member",)) == set()
-        # The plain call is kept; each other set of roles is read once.
-        assert len(again.captured_queries) == len(first.captured_queries) + 1
-
-
-def test_a_change_of_membership_or_team_is_seen_within_the_same_request(admin):
+def test_a_change_of_membership_or_team_is_seen_at_the_next_call(admin):
     lead = make_user("lead")
     team = Team.objects.create(slug="a", name="A")
     other = Team.objects.create(slug="b", name="B")
-    with team_ids_remembered():
-        assert team_ids_of(lead) == set()
-        membership = TeamMembership.objects.create(
-            team=team, user=lead, role=TeamMembership.Role.LEAD
-        )
-        assert team_ids_of(lead) == {team.pk}
-        other.parent = team  # a department's lead sees its teams
-        other.save()
-        assert team_ids_of(lead) == {team.pk, other.pk}
-        membership.delete()
-        assert team_ids_of(lead) == set()
-    # Outside a web request nothing is kept.
-    TeamMembership.objects.create(team=other, user=lead, role=TeamMembership.Role.MEMBER)
-    assert team_ids_of(lead) == {other.pk}
-
-
-def test_the_kept_answer_cannot_be_changed_by_its_caller(admin):
-    lead = make_user("lead")
-    team = Team.objects.create(slug="a", name="A")
-    TeamMembership.objects.create(team=team, user=lead, role=TeamMembership.Role.LEAD)
-    with team_ids_remembered():
-        team_ids_of(lead).add(999)
-        assert team_ids_of(lead) == {team.pk}
+    assert team_ids_of(lead) == set()
+    membership = TeamMembership.objects.create(team=team, user=lead, role=TeamMembership.Role.LEAD)
+    assert team_ids_of(lead) == {team.pk}
+    other.parent = team  # a department's lead sees its teams
+    other.save()
+    assert team_ids_of(lead) == {team.pk, other.pk}
+    TeamMembership.objects.filter(pk=membership.pk).update(role=TeamMembership.Role.MEMBER)
+    assert team_ids_of(lead, roles=(TeamMembership.Role.LEAD,)) == set()  # no signal: still seen
+    membership.delete()
+    assert team_ids_of(lead) == set()

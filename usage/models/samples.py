@@ -12,7 +12,6 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
-from common.choices import ChoiceDisplay
 from quotas.models.fields import ZERO, amount_field
 
 DEFAULT_GPU_REQUESTS_QUERY = (
@@ -28,7 +27,7 @@ class UsageSource(models.TextChoices):
     CSV = "csv", _("CSV import")
 
 
-class UsageSample(ChoiceDisplay):
+class UsageSample(models.Model):
     """What one team namespace held of one resource at one instant."""
 
     team_namespace = models.ForeignKey(
@@ -101,7 +100,7 @@ class UsageSample(ChoiceDisplay):
         return f"{self.team_namespace} {self.resource} @ {self.timestamp:%Y-%m-%d %H:%M}"
 
 
-class UsageDaily(ChoiceDisplay):
+class UsageDaily(models.Model):
     """One day of one team namespace and resource, rolled up from the samples."""
 
     team_namespace = models.ForeignKey(

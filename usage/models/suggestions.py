@@ -4,11 +4,10 @@ computed from one month of usage, with the figures behind them (see usage/sugges
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from common.choices import ChoiceDisplay
 from quotas.models.fields import amount_field
 
 
-class Suggestion(ChoiceDisplay):
+class Suggestion(models.Model):
     class Confidence(models.TextChoices):
         HIGH = "high", _("high")
         MEDIUM = "medium", _("medium")

@@ -1,0 +1,58 @@
+"""The common pages read few queries, not only a fixed number: the user's groups are read once
+per request however many role checks a page makes, and each page stays within its budget (the
+counts of this world: a cut is kept by lowering a budget, never by raising one)."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from tests.approvals.test_views_queries import grow  # noqa: F401 - the fixture
+
+pytestmark = pytest.mark.django_db
+
+# page, who: at most this many queries (session, user and groups included).
+BUDGETS = [
+    ("/", "lead_c", 15),
+    ("/requests/", "lead_c", 23),
+    ("/requests/", "admin", 15),
+    ("/requests/?status=submitted", "admin", 15),
+    ("/clusters/", "admin", 11),
+    ("/clusters/", "lead_c", 14),
+    ("/summary/", "admin", 6),
+    ("/audit/", "admin", 6),
+]
+
+
+@pytest.mark.parametrize(("url", "who", "budget"), BUDGETS)
+def test_the_page_stays_within_its_budget_and_reads_the_groups_once(
+    client,
+    request,
+    grow,  # noqa: F811 - the fixture imported above
+    url,
+    who,
+    budget,
+):
+    grow(3)
+    client.force_login(request.getfixturevalue(who))
+    client.get(url)
+    with CaptureQueriesContext(connection) as seen:
+        response = client.get(url)
+    assert response.status_code == 200
+    sql = [q["sql"] for q in seen.captured_queries]
+    assert sum('"auth_user_groups"' in s for s in sql) == 1, sql
+    assert len(sql) <= budget, sql
+
+
+@pytest.mark.parametrize("who", ["admin", "lead_c"])
+def test_an_api_list_reads_the_groups_of_the_tokens_user_once(client, request, grow, who):  # noqa: F811
+    from portal.tokens import api_token_create
+
+    grow(3)
+    _row, token = api_token_create(user=request.getfixturevalue(who), name="budget")
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    client.get("/api/v1/requests/", **headers)
+    with CaptureQueriesContext(connection) as seen:
+        response = client.get("/api/v1/requests/", **headers)
+    assert response.status_code == 200
+    sql = [q["sql"] for q in seen.captured_queries]
+    assert sum('"auth_user_groups"' in s for s in sql) == 1, sql

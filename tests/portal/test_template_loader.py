@@ -1,0 +1,17 @@
+"""Templates are parsed once per process: Django's cached template loader, which Django uses
+when TEMPLATES sets no ``loaders`` (as portal/settings.py does not), in production as in tests."""
+
+from django.template import engines
+from django.template.loaders.cached import Loader as CachedLoader
+
+
+def test_the_templates_are_read_through_the_cached_loader():
+    engine = engines["django"].engine
+    assert not engine.debug
+    [loader] = engine.template_loaders
+    assert isinstance(loader, CachedLoader)
+    loaded = {type(inner).__module__ for inner in loader.loaders}
+    assert loaded == {
+        "django.template.loaders.filesystem",
+        "django.template.loaders.app_directories",
+    }
