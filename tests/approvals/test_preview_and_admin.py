@@ -7,7 +7,7 @@ from approvals.models import QuotaRequest
 from approvals.selectors import request_preview, requests_visible_to
 from quotas.kube.sync import cluster_sync
 from quotas.models import Cluster
-from tests.approvals.conftest import new_request
+from tests.support.requests import new_request
 
 pytestmark = pytest.mark.django_db
 

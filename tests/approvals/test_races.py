@@ -28,7 +28,7 @@ from approvals.models import QuotaRequest
 from common.errors import ApplicationError
 from quotas.models import Allocation, AuditEvent, SyncRequest, Team, TeamNamespace
 from quotas.services import allocation_set
-from tests.approvals.conftest import new_request
+from tests.support.requests import new_request
 
 pytestmark = pytest.mark.django_db(transaction=True)
 S = QuotaRequest.Status

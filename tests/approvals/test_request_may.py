@@ -14,8 +14,8 @@ from approvals.models import QuotaRequest
 from approvals.selectors import may_request_for, request_actions_for, request_may
 from common.errors import PermissionDenied
 from quotas.models import TeamMembership
-from tests.approvals.conftest import new_request
-from tests.conftest import make_user
+from tests.support.people import make_user
+from tests.support.requests import new_request
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from approvals.models import QuotaRequest
 from common import pagecache
 from common.pagecache import kept_content
-from tests.approvals.conftest import new_request
+from tests.support.requests import new_request
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

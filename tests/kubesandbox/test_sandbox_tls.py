@@ -32,7 +32,7 @@ from kubesandbox.tls import ensure_certificates
 from quotas.kube.client import KubeConfigError, client_for_cluster
 from quotas.kube.sync import cluster_sync
 from quotas.models import Cluster, SyncRun
-from tests.kubesandbox.test_sandbox_kubectl import kubectl_binary
+from tests.support.kube import kubectl_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "tls-sandbox-token-value"

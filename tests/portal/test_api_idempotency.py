@@ -14,7 +14,7 @@ from approvals.models import QuotaRequest
 from common.api import idempotency
 from common.api.idempotency import IdempotencyKey
 from quotas.models import AuditEvent
-from tests.approvals.test_api import as_user, body
+from tests.support.api import as_user, body
 
 pytestmark = pytest.mark.django_db
 
@@ -120,7 +120,7 @@ def test_a_bad_key_is_a_400_naming_the_header(plan, lead_c):
 
 
 def test_every_api_write_takes_the_key():
-    from tests.portal.test_hostile_input import API, view_methods
+    from tests.support.api import API, view_methods
 
     writes = [
         (name, callback.cls)

@@ -9,8 +9,8 @@ from django.test.utils import CaptureQueriesContext
 from quotas.models import Team, TeamMembership
 from quotas.selectors import team_ids_of, team_ids_remembered
 from quotas.usage.suggestion_selectors import suggestion_requestable_by
-from tests.conftest import make_user
-from tests.overview_world import grow_world
+from tests.support.people import make_user
+from tests.support.worlds import grow_world
 
 pytestmark = pytest.mark.django_db
 

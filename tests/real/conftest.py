@@ -9,7 +9,6 @@ its own namespaces (``ControlPlane.reset``)."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,27 +62,3 @@ def on_real_cluster(real_cluster):
         return cluster
 
     return point
-
-
-def poll(what: str, check, timeout: float = 60, interval: float = 0.5):
-    """``check()``'s first truthy answer, asked every ``interval`` seconds; fails naming
-    ``what`` after ``timeout`` seconds. The control plane acts asynchronously (controllers,
-    schedulers, and the API server loading admission policies), so tests wait for effects."""
-    deadline = time.monotonic() + timeout
-    while True:
-        answer = check()
-        if answer:
-            return answer
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
-
-
-def sync_now(cluster, trigger: str = "reconcile"):
-    """One sync of ``cluster`` in this process (the portal's real sync code and client); the
-    run, refreshed. A reconcile compares every object; "change" only what changed."""
-    from quotas.kube.sync import cluster_sync
-
-    run = cluster_sync(cluster_id=cluster.pk, trigger=trigger, worker="tests-real")
-    run.refresh_from_db()
-    return run

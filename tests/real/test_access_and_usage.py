@@ -29,7 +29,8 @@ from quotas.services import (
     priority_class_save,
 )
 from quotas.usage.cluster import usage_collect_cluster
-from tests.real.conftest import poll, sync_now
+from tests.support.real import sync_now
+from tests.support.waiting import poll
 
 pytestmark = pytest.mark.django_db
 

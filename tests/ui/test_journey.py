@@ -18,8 +18,8 @@ from playwright.sync_api import expect
 from approvals.models import QuotaRequest
 from portal.celery import app
 from quotas.models import Allocation, Cluster
-from tests.conftest import api_client_for
-from tests.overview_world import _usage
+from tests.support.kube import api_client_for
+from tests.support.worlds import add_usage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,7 +70,7 @@ def test_lead_asks_admin_approves_worker_applies(
     )
     ns = plan["team-c"]
     Cluster.objects.filter(pk=ns.cluster_id).update(sandbox_url=kube_sandbox.url)
-    _usage(ns, gpu)  # the dashboard's chart draws from the usage rollups
+    add_usage(ns, gpu)  # the dashboard's chart draws from the usage rollups
     app.loader.import_module("celery.contrib.testing.tasks")
     lead_context, lead = _login(browser, live_server, variant, "lead-c")
     admin_context, admin_page = _login(browser, live_server, variant, "admin")

@@ -31,7 +31,7 @@ from quotas.services import (
     cluster_sync_request,
     team_namespace_set_shadow,
 )
-from tests.conftest import api_client_for
+from tests.support.kube import api_client_for
 
 pytestmark = pytest.mark.django_db
 

@@ -12,8 +12,8 @@ from quotas.management.commands.evaluate_suggestions import run_evaluation
 from quotas.models import Cluster, UsageSample
 from quotas.usage.evaluate import Plan, plan_equal_split, plan_seed_rule, score_plan
 from quotas.usage.suggest import AllocationUsage
-
-from ..usage.test_suggest import JUNE, days
+from tests.support.usage import JUNE_PERIOD as JUNE
+from tests.support.usage import days
 
 D = Decimal
 

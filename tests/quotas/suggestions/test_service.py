@@ -16,8 +16,7 @@ from common.errors import ValidationFailed
 from portal.schedules import ensure_default_schedules
 from quotas.models import Suggestion, TeamNamespace
 from quotas.usage.suggestions import previous_month, suggestions_compute
-
-from .conftest import JUNE, rollup
+from tests.support.usage import JUNE, rollup
 
 ROOT = Path(__file__).resolve().parents[3]
 

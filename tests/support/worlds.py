@@ -27,6 +27,8 @@ from quotas.models import (
 from quotas.services import allocation_set
 
 S = QuotaRequest.Status
+
+
 # Statuses requests cycle through: in flight first, then finished ones.
 STATUSES = [S.SUBMITTED, S.DRAFT, S.APPLIED, S.REJECTED, S.APPLYING, S.WITHDRAWN, S.EXPIRED]
 
@@ -59,7 +61,7 @@ def _cluster(i: int, gpu: Resource) -> Cluster:
     return cluster
 
 
-def _usage(ns: TeamNamespace, gpu: Resource) -> None:
+def add_usage(ns: TeamNamespace, gpu: Resource) -> None:
     now = timezone.now()
     UsageSample.objects.create(
         team_namespace=ns,
@@ -104,7 +106,7 @@ def _namespace(team: Team, cluster: Cluster, gpu: Resource, admin: User) -> Team
             acting_user=admin,
             reason="second",
         )
-        _usage(ns, gpu)
+        add_usage(ns, gpu)
         Suggestion.objects.create(
             cluster=cluster,
             team_namespace=ns,
