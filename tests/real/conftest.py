@@ -19,6 +19,17 @@ from controlplane.launcher import ControlPlane, available
 ENABLE_HINT = "real control plane not built: `make controlplane` (needs Go 1.26) enables tests/real"
 
 
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """Every test here is CI-only (make test-ci, not make test), marked before -m selects."""
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.ci_only)
+
+
 def pytest_report_header(config) -> str | None:
     if not available():
         return f"tests/real: {ENABLE_HINT}" + (" -- required in CI" if os.environ.get("CI") else "")
