@@ -53,3 +53,16 @@ def locks_of(change) -> list[str]:
     with CaptureQueriesContext(connection) as ctx:
         change()
     return assert_in_lock_order(ctx.captured_queries)
+
+
+def lock_waiters() -> int:
+    """PostgreSQL: how many sessions of this test database wait for a lock right now (read
+    from a fresh snapshot of pg_stat_activity; other databases, e.g. other xdist workers', are
+    not counted)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]
