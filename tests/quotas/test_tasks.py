@@ -1,6 +1,5 @@
 """The sync task on a real worker, and what the reconciler re-drives."""
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -12,6 +11,7 @@ from quotas import tasks
 from quotas.kube.sync import lease_acquire
 from quotas.models import Cluster, SyncRequest, SyncRun
 from quotas.services import cluster_sync_request
+from tests.support.waiting import poll
 
 
 @pytest.mark.django_db(transaction=True)
@@ -29,12 +29,13 @@ def test_approved_change_reaches_the_cluster_through_a_real_worker(
         request = cluster_sync_request(
             cluster=alloc_a.team_namespace.cluster, acting_user=admin, reason="test"
         )
-        deadline = timezone.now() + timedelta(seconds=60)
-        while timezone.now() < deadline:
-            request.refresh_from_db()
-            if request.status != SyncRequest.Status.PENDING:
-                break
-            time.sleep(0.2)
+        poll(
+            "the worker's sync",
+            lambda: SyncRequest.objects.get(pk=request.pk).status != SyncRequest.Status.PENDING,
+            60,
+            0.05,
+        )
+        request.refresh_from_db()
     assert request.status == SyncRequest.Status.DONE
     quota = kube_sandbox.get_object("v1", "ResourceQuota", "gpu-quota", "team-a-training")
     assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "10"

@@ -6,7 +6,6 @@ a changed amount; the worker applies it; the quota is in the cluster and the pag
 Run three times: in English, in Simplified Chinese (the browser's Accept-Language picks it) and
 on a 390 px phone screen. Every step leaves a screenshot in tests/ui/artifacts/."""
 
-import time
 from decimal import Decimal
 
 import pytest
@@ -19,6 +18,7 @@ from approvals.models import QuotaRequest
 from portal.celery import app
 from quotas.models import Allocation, Cluster
 from tests.support.kube import api_client_for
+from tests.support.waiting import poll
 from tests.support.worlds import add_usage
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -52,12 +52,7 @@ def _fits(page, variant: dict) -> None:
 
 
 def _wait_for(predicate, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError("timed out")
+    poll("the request's next status", predicate, timeout, 0.05)
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
