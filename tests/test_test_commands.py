@@ -39,8 +39,8 @@ def test_xdist_is_a_pinned_dev_dependency_and_workers_are_isolated():
         re.fullmatch(r"pytest-xdist==[\d.]+", d)
         for d in project["project"]["optional-dependencies"]["dev"]
     )
-    addopts = project["tool"]["pytest"]["ini_options"]["addopts"]
-    assert "-p tests.support.workers" in addopts
+    ini = project["tool"]["pytest"]["ini_options"]
+    assert ini["DJANGO_SETTINGS_MODULE"] == "tests.support.settings"
 
 
 def test_the_real_control_plane_the_soak_and_the_benchmark_run_are_ci_only(tmp_path):

@@ -26,10 +26,12 @@ def test_a_worker_gets_its_own_folder_and_broker(tmp_path):
         "PORTAL_VAR_DIR": str(tmp_path / "xdist-gw1"),
         "CELERY_BROKER_URL": "redis://127.0.0.1:6379/1",
         "CELERY_BROKER_FOLDER": str(tmp_path / "broker" / "gw1"),
+        "PORTAL_TEST_WORKER_ISOLATED": "gw1",
     }
     assert (tmp_path / "xdist-gw1").is_dir()
     untouched = dict(environ)
     isolate(environ, None)
+    isolate(environ, "gw1")  # a process the worker started: already its own
     assert environ == untouched
 
 
