@@ -34,7 +34,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --maxprocesses=8 -m "not ci_only" $(PYTEST_ARGS)
 
 # What CI runs besides `make test`: the tests marked ci_only, i.e. tests/real on the real control
-# plane (built by `make controlplane`), the 75-second soak and the benchmarks' quick run; one
+# plane (built by `make controlplane`), the 75-second soak and the benchmarks' timed runs; one
 # process, so one control plane for the session.
 test-ci: $(STAMP)
 	$(BIN)/python -m pytest -m ci_only $(PYTEST_ARGS)

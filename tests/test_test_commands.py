@@ -59,6 +59,8 @@ def test_the_real_control_plane_the_soak_and_the_benchmark_run_are_ci_only(tmp_p
             "tests/real",
             "tests/soak/test_soak.py::test_a_short_soak_with_every_fault_passes_every_invariant",
             "tests/bench/test_runner.py::test_quick_run_gathers_every_figure_into_one_results_file",
+            "tests/bench/test_bench_pages_queries.py::"
+            "test_pages_gives_latency_and_throughput_of_each_page_against_the_trivial_view",
         ],
         cwd=REPO,
         capture_output=True,
