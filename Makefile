@@ -1,4 +1,4 @@
-# The two commands of the README: `make run` and `make test`.
+# The two commands of the README: `make run` and `make test` (CI adds `make test-ci`).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --quiet --generate-hashes --universal \
 	--python-version 3.11 $(UV_ARGS)
 
-.PHONY: run test lint format bench soak clean lock messages controlplane test-real run-real
+.PHONY: run test test-ci lint format bench soak clean lock messages controlplane test-real run-real
 
 # Installs exactly the locked tree (pip refuses anything without a matching hash), then the
 # project itself without letting it pull anything more.
@@ -27,8 +27,17 @@ lock: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python manage.py run_portal
 
+# Every test but the CI-only ones, in parallel (pytest-xdist, one worker per core up to 8, each
+# on its own test database, files and broker: tests/support/workers.py).
+TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --maxprocesses=8 -m "not ci_only" $(PYTEST_ARGS)
+
+# What CI runs besides `make test`: the tests marked ci_only, i.e. tests/real on the real control
+# plane (built by `make controlplane`), the 75-second soak and the benchmarks' timed runs; one
+# process, so one control plane for the session.
+test-ci: $(STAMP)
+	$(BIN)/python -m pytest -m ci_only $(PYTEST_ARGS)
 
 # The real control plane (kube-apiserver, etcd, controllers, kwok, Kueue, Volcano) built from
 # the wrapper Go modules in controlplane/ into a cache outside the repository; needs Go 1.26.
@@ -40,7 +49,7 @@ controlplane: $(STAMP)
 run-real: controlplane
 	$(BIN)/python manage.py run_portal --real-cluster
 
-# Only the tests on the real control plane (make test runs them too where it is built).
+# Only the tests on the real control plane (part of make test-ci).
 test-real: $(STAMP)
 	$(BIN)/python -m pytest tests/real $(PYTEST_ARGS)
 

@@ -1,4 +1,4 @@
-"""The data the page benchmarks read: the overview pages' test world (tests/overview_world.py:
+"""The data the page benchmarks read: the overview pages' test world (tests/support/worlds.py:
 teams on several clusters with allocations in two versions, usage samples and daily rollups,
 requests with lines in every state and their audit history, temporary grants, suggestions,
 syncs and drift) and the people who read it: a platform admin, an auditor, and a team lead
@@ -39,7 +39,7 @@ def grow(*, teams: int, clusters: int, requests_per_team: int) -> dict:
     ``requests_per_team`` more requests (callable again with bigger numbers); the lead leads
     the first LEAD_TEAMS teams."""
     from quotas.models import TeamMembership
-    from tests.overview_world import grow_world
+    from tests.support.worlds import grow_world
 
     admin = _user("bench-admin", ("platform-admins",))
     _user("bench-auditor", ("auditors",))

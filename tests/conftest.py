@@ -1,7 +1,6 @@
 """Shared fixtures: named personas on the seed's example (16 A100, teams A-C), and the
 Kubernetes API test server with a client for it (``kube_sandbox``, ``kube_client``)."""
 
-import socket
 from collections.abc import Iterator
 from decimal import Decimal
 
@@ -13,8 +12,10 @@ from kubernetes import client as k8s
 from approvals.models import ApprovalPolicy
 from kubesandbox import SandboxServer
 from quotas.models import Cluster, ClusterCapacity, Resource, Team, TeamMembership, TeamNamespace
-from quotas.roles import AUDITORS, PLATFORM_ADMINS, ensure_role_groups
+from quotas.roles import AUDITORS, PLATFORM_ADMINS
 from quotas.services import allocation_set
+from tests.support.kube import api_client_for
+from tests.support.people import make_user
 
 
 @pytest.fixture(autouse=True)
@@ -23,21 +24,6 @@ def _fresh_throttle_counts():
     cache.clear()
     yield
     cache.clear()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def make_user(username: str, *, groups: tuple[str, ...] = (), staff: bool = False) -> User:
-    user = User.objects.create_user(username, f"{username}@example.com", "pw", is_staff=staff)
-    if groups:
-        admins, auditors = ensure_role_groups()
-        by_name = {PLATFORM_ADMINS: admins, AUDITORS: auditors}
-        user.groups.add(*(by_name[g] for g in groups))
-    return user
 
 
 @pytest.fixture
@@ -196,19 +182,6 @@ def kube_sandbox(request) -> Iterator[SandboxServer]:
         yield server
     finally:
         server.stop()
-
-
-def api_client_for(server: SandboxServer, *, retries: int | None = None) -> k8s.ApiClient:
-    """An official-client ApiClient for ``server`` (with its bearer token, if it has one, and
-    trusting its CA, if it serves TLS)."""
-    configuration = k8s.Configuration()
-    configuration.host = server.url
-    configuration.retries = retries
-    if server.ca_file is not None:
-        configuration.ssl_ca_cert = str(server.ca_file)
-    if server.token:
-        configuration.api_key = {"authorization": f"Bearer {server.token}"}
-    return k8s.ApiClient(configuration)
 
 
 @pytest.fixture

@@ -178,3 +178,58 @@ def test_selectors_only_read_the_database():
         if imported.startswith(calls_clusters)
     )
     assert offenders == []
+
+
+# --- the tests themselves ---------------------------------------------------------------------
+
+TESTS = REPO / "tests"
+HELPERS = "tests.support"
+
+
+def imports_of_tests(path: Path, module: str) -> set[str]:
+    """The modules of the tests package that ``path`` (the module ``module``) imports, absolute
+    or relative, nested ones too."""
+    package = module.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.split(".")[0] == "tests"}
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            base = ".".join(
+                [*package[: len(package) - node.level + 1], *filter(None, [node.module])]
+            )
+            found |= {base} if node.module else {f"{base}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "tests":
+            found.add(node.module)
+    return found
+
+
+def is_helper(module: str) -> bool:
+    return module == HELPERS or module.startswith(HELPERS + ".")
+
+
+def test_tests_import_only_the_helpers_package():
+    """Test modules and conftest files share code through tests/support only: none imports a
+    test module or a conftest (fixtures reach the tests through pytest, not imports), and the
+    helpers import no test either."""
+    offenders = sorted(
+        (module_name(path), imported)
+        for path in TESTS.rglob("*.py")
+        for imported in imports_of_tests(path, module_name(path))
+        if not is_helper(imported)
+    )
+    assert offenders == []
+
+
+def test_the_tests_check_sees_relative_and_nested_imports(tmp_path):
+    module = tmp_path / "test_probe.py"
+    module.write_text(
+        "from .conftest import x\nfrom . import test_api\nfrom tests.support.api import as_user\n"
+        "def f():\n    from tests.quotas.test_api import results\n"
+    )
+    assert imports_of_tests(module, "tests.approvals.test_probe") == {
+        "tests.approvals.conftest",
+        "tests.approvals.test_api",
+        "tests.support.api",
+        "tests.quotas.test_api",
+    }

@@ -5,37 +5,11 @@ import pytest
 from rest_framework.test import APIClient
 
 from approvals.models import QuotaRequest
-from portal.tokens import api_token_create
 from quotas.models import Allocation, AuditEvent
-from tests.approvals.conftest import new_request
+from tests.support.api import as_user, body
+from tests.support.requests import new_request
 
 pytestmark = pytest.mark.django_db
-
-
-def as_user(user) -> APIClient:
-    _, token = api_token_create(user=user, name="test")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
-
-
-def body(guarantee="3", cap="6", *, submit=True, **line) -> dict:
-    return {
-        "team": "team-c",
-        "justification": "nightly evaluation needs one more card",
-        "kind": "permanent",
-        "lines": [
-            {
-                "namespace": "team-c-dev",
-                "cluster": "demo",
-                "resource": "nvidia.com/gpu",
-                "guarantee": guarantee,
-                "cap": cap,
-                **line,
-            }
-        ],
-        "submit": submit,
-    }
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ stale: 412 naming what changed, absent: 200 as before)."""
 import pytest
 
 from approvals.models import QuotaRequest
-from tests.approvals.test_api import as_user, body
+from tests.support.api import as_user, body
 
 pytestmark = pytest.mark.django_db
 

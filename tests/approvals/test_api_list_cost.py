@@ -7,7 +7,6 @@ from django.test.utils import CaptureQueriesContext
 
 from approvals.models import Approval, QuotaRequest
 from portal.tokens import api_token_create
-from tests.approvals.test_views_queries import grow  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -22,7 +21,7 @@ def _list(client, token) -> tuple[int, dict]:
 
 
 @pytest.mark.parametrize("who", ["admin", "lead_c"])
-def test_the_list_reads_a_fixed_number_of_queries(client, request, grow, who):  # noqa: F811
+def test_the_list_reads_a_fixed_number_of_queries(client, request, grow, who):
     _row, token = api_token_create(user=request.getfixturevalue(who), name="t")
     grow(1)
     _list(client, token)  # the token's last use is written once
@@ -33,7 +32,7 @@ def test_the_list_reads_a_fixed_number_of_queries(client, request, grow, who):  
     assert small == large, (small, large)
 
 
-def test_each_row_of_the_list_is_the_request_as_read_alone(client, grow, admin, admin2):  # noqa: F811
+def test_each_row_of_the_list_is_the_request_as_read_alone(client, grow, admin, admin2):
     grow(2)
     for waiting in QuotaRequest.objects.filter(status=QuotaRequest.Status.SUBMITTED)[:2]:
         # An approval given, more needed (as under a two-admin policy).

@@ -6,7 +6,7 @@ import pytest
 from approvals.models import QuotaRequest
 from quotas.kube.sync import cluster_sync
 from quotas.models import AuditEvent, Cluster
-from tests.approvals.test_api import as_user, body
+from tests.support.api import as_user, body
 
 pytestmark = pytest.mark.django_db
 

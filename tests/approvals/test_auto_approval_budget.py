@@ -15,9 +15,9 @@ from approvals.lines import LineInput
 from approvals.models import ApprovalPolicy, QuotaRequest
 from quotas.models import Allocation, AuditEvent, TeamMembership, TeamNamespace
 from quotas.services import allocation_set
-from tests.approvals.conftest import new_request
-from tests.approvals.test_api import as_user
-from tests.conftest import make_user
+from tests.support.api import as_user
+from tests.support.people import make_user
+from tests.support.requests import new_request
 
 S = QuotaRequest.Status
 

@@ -17,8 +17,8 @@ from approvals.models import ApprovalPolicy, QuotaRequest
 from common.errors import ApplicationError
 from quotas.models import Allocation, Team, TeamMembership, TeamNamespace
 from quotas.services import allocation_set
-from tests.approvals.conftest import new_request
-from tests.conftest import make_user
+from tests.support.people import make_user
+from tests.support.requests import new_request
 
 COMPETITORS = 8
 

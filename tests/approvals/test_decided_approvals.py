@@ -8,8 +8,8 @@ from approvals.lines import Decision
 from approvals.models import ApprovalPolicy, QuotaRequest
 from common.errors import PermissionDenied
 from quotas.models import Allocation, AuditEvent
-from tests.approvals.conftest import new_request
-from tests.approvals.test_api import as_user
+from tests.support.api import as_user
+from tests.support.requests import new_request
 
 pytestmark = pytest.mark.django_db
 S = QuotaRequest.Status

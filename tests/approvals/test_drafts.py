@@ -9,8 +9,7 @@ from approvals.lines import LineInput
 from approvals.models import QuotaRequest, RequestLine
 from common.errors import NotAllowed, PermissionDenied, ValidationFailed
 from quotas.models import AuditEvent
-from tests.approvals.conftest import new_request
-from tests.approvals.test_views import line_data
+from tests.support.requests import line_data, new_request
 
 pytestmark = pytest.mark.django_db
 S = QuotaRequest.Status

@@ -20,7 +20,7 @@ from approvals.models import QuotaRequest
 from portal.celery import app
 from quotas.models import Allocation, AuditEvent
 from quotas.services import allocation_set
-from tests.approvals.conftest import new_request
+from tests.support.requests import new_request
 
 pytestmark = pytest.mark.django_db
 S = QuotaRequest.Status
@@ -223,7 +223,7 @@ def test_a_start_before_year_one_in_utc_is_a_400_too(plan, lead_c):
 
 @pytest.mark.parametrize("starts_at", ["0001-01-01T00:00", "1970-01-01T00:00"])
 def test_the_form_refuses_a_backdated_start_at_the_field(client, plan, lead_c, gpu, starts_at):
-    from tests.approvals.test_views import line_data
+    from tests.support.requests import line_data
 
     client.force_login(lead_c)
     data = line_data(

@@ -13,7 +13,7 @@ from approvals.notify import send_email_task
 from approvals.validation import localized_findings, stored_findings
 from quotas.rules import AllocationFacts, ClusterFacts, PlanChange, check_change
 from quotas.texts import Text
-from tests.approvals.test_api import as_user, body
+from tests.support.api import as_user, body
 
 pytestmark = pytest.mark.django_db
 

@@ -22,7 +22,7 @@ from approvals.models import QuotaRequest
 from approvals.transitions import S, transition
 from common.errors import NotAllowed, PermissionDenied, ValidationFailed
 from quotas.models import Allocation, AuditEvent, SyncRequest
-from tests.approvals.conftest import new_request
+from tests.support.requests import new_request
 
 pytestmark = pytest.mark.django_db
 

@@ -3,13 +3,10 @@ only the lock modules lock rows: read from the SQL PostgreSQL runs for each kind
 
 import ast
 import datetime
-import os
-import re
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from django.apps import apps
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -34,14 +31,13 @@ from quotas.services import (
     priority_class_save,
     team_namespace_set_shadow,
 )
-from tests.approvals.conftest import new_request
+from tests.support.locks import assert_in_lock_order, locks_of
+from tests.support.requests import new_request
 from usage.models import Suggestion
 
 pytestmark = pytest.mark.django_db
 REPO = Path(__file__).resolve().parents[2]
 LOCK_MODULES = {"quotas/locks.py", "approvals/locks.py"}
-RANK = {apps.get_model(label)._meta.db_table: rank for rank, label in enumerate(LOCK_ORDER)}
-LOCKING = re.compile(r'^\s*(?:UPDATE|DELETE FROM) "(\w+)"')
 
 
 def test_only_the_lock_modules_lock_rows():
@@ -62,46 +58,6 @@ def test_the_order_names_real_models_once_and_ends_with_the_audit_head():
     assert {"quotas.ClusterCapacity", "approvals.QuotaRequest", "quotas.Allocation"} <= set(
         LOCK_ORDER
     )
-
-
-def _locked_tables(sql: str) -> list[str]:
-    """The tables whose rows a statement locks: SELECT ... FOR UPDATE (OF the tables named, or
-    every table it reads), or UPDATE / DELETE of a table in the order."""
-    if sql.lstrip().startswith("SELECT") and " FOR UPDATE" in sql:
-        of = re.search(r" FOR UPDATE OF (.*)$", sql)
-        named = of.group(1) if of else " ".join(re.findall(r'(?:FROM|JOIN) "\w+"', sql))
-        return re.findall(r'"(\w+)"', named)
-    match = LOCKING.match(sql)
-    return [match.group(1)] if match and match.group(1) in RANK else []
-
-
-def assert_in_lock_order(queries) -> list[str]:
-    """No statement locks a table ranked before one locked earlier (rows of a table already
-    locked may be locked again); returns the tables in the order first locked."""
-    if connection.vendor != "postgresql":
-        # SQLite has no row locks (FOR UPDATE is left out of its SQL): nothing to read.
-        message = "the lock order is read from the SQL PostgreSQL runs"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    first: list[str] = []
-    highest = -1
-    for query in queries:
-        tables = _locked_tables(query["sql"])
-        unknown = [t for t in tables if t not in RANK]
-        assert unknown == [], f"locks rows of {unknown}, not in LOCK_ORDER: {query['sql']}"
-        new = [t for t in tables if t not in first]
-        for table in new:
-            assert RANK[table] >= highest, f"{table} locked after {first}: {query['sql']}"
-        first += new
-        highest = max([highest, *(RANK[t] for t in tables)])
-    return first
-
-
-def _locks_of(change) -> list[str]:
-    with CaptureQueriesContext(connection) as ctx:
-        change()
-    return assert_in_lock_order(ctx.captured_queries)
 
 
 HEAD = "quotas_auditchainhead"
@@ -189,11 +145,11 @@ def test_a_temporary_grant_starts_and_expires(plan, lead_c, gpu, admin, strict_p
         "quotas_cluster",
         HEAD,
     ]
-    assert _locks_of(lambda: requests_start_due(now=starts)) == grant_locks
+    assert locks_of(lambda: requests_start_due(now=starts)) == grant_locks
     request.sync_requests.update(status=SyncRequest.Status.DONE)
     assert requests_follow_syncs(request_ids=[request.pk]) == [request.pk]  # active
     ends = starts + datetime.timedelta(days=3)
-    assert _locks_of(lambda: requests_expire_due(now=ends)) == grant_locks
+    assert locks_of(lambda: requests_expire_due(now=ends)) == grant_locks
 
 
 @pytest.fixture
@@ -206,40 +162,40 @@ def memory(cluster) -> Resource:
 
 def test_the_quota_services_and_policy_edits(plan, gpu, memory, admin, cluster):
     ns = plan["team-a"]
-    assert _locks_of(
+    assert locks_of(
         lambda: cluster_capacity_set(cluster=cluster, resource=gpu, capacity=20, acting_user=admin)
     ) == ["quotas_clustercapacity", "quotas_cluster", HEAD]
-    assert _locks_of(
+    assert locks_of(
         lambda: cluster_set_sync_mode(cluster=cluster, mode="report_only", acting_user=admin)
     ) == ["quotas_cluster", HEAD]
-    assert _locks_of(
+    assert locks_of(
         lambda: team_namespace_set_shadow(team_namespace=ns, shadow=True, acting_user=admin)
     ) == ["quotas_teamnamespace", "quotas_cluster", HEAD]
-    assert _locks_of(
+    assert locks_of(
         lambda: priority_class_save(
             priority_class=PriorityClass(name="batch-low", value=100), acting_user=admin
         )
     ) == ["quotas_cluster", HEAD]
     low = PriorityClass.objects.get(name="batch-low")
     low.description = "batch jobs"
-    assert _locks_of(lambda: priority_class_save(priority_class=low, acting_user=admin)) == [
+    assert locks_of(lambda: priority_class_save(priority_class=low, acting_user=admin)) == [
         "quotas_priorityclass",
         "quotas_cluster",
         HEAD,
     ]
-    assert _locks_of(lambda: priority_class_delete(priority_class=low, acting_user=admin)) == [
+    assert locks_of(lambda: priority_class_delete(priority_class=low, acting_user=admin)) == [
         "quotas_priorityclass",
         "quotas_cluster",
         HEAD,
     ]
     policy = ApprovalPolicy.objects.create(cluster=cluster)
     policy.auto_approve_increase_max = Decimal(3)
-    assert _locks_of(lambda: approval_policy_save(policy=policy, acting_user=admin)) == [
+    assert locks_of(lambda: approval_policy_save(policy=policy, acting_user=admin)) == [
         "approvals_approvalpolicy",
         HEAD,
     ]
     capacity = cluster.capacities.get(resource=memory)
-    assert _locks_of(lambda: cluster_capacity_delete(capacity=capacity, acting_user=admin)) == [
+    assert locks_of(lambda: cluster_capacity_delete(capacity=capacity, acting_user=admin)) == [
         "quotas_clustercapacity",
         "quotas_cluster",
         HEAD,

@@ -15,7 +15,7 @@ from approvals.lines import Decision
 from approvals.models import QuotaRequest
 from common.errors import NotAllowed, PermissionDenied, ValidationFailed
 from quotas.models import Allocation, AuditEvent
-from tests.approvals.conftest import new_request
+from tests.support.requests import new_request
 
 pytestmark = pytest.mark.django_db
 S = QuotaRequest.Status

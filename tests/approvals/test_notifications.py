@@ -12,7 +12,7 @@ from approvals.grants import request_revoke
 from approvals.lifecycle import request_approve, request_submit, request_withdraw
 from approvals.models import QuotaRequest
 from portal.celery import app
-from tests.approvals.conftest import new_request
+from tests.support.requests import new_request
 
 
 class Boom(Exception):
@@ -74,7 +74,7 @@ def test_submission_tells_the_platform_admins(plan, lead_c, gpu, strict_policy, 
 
 @pytest.fixture
 def webhooks(settings):
-    from tests.approvals.test_notify import SECRET, Receiver
+    from tests.support.notify import SECRET, Receiver
 
     with Receiver() as receiver:
         settings.WEBHOOK_URLS = [f"{receiver.url}/hook"]
@@ -109,7 +109,7 @@ def _scheduled_grant(plan, lead_c, gpu, admin, webhooks):
 
 def _signed_event(webhooks) -> dict:
     from approvals.notify import verify_signature
-    from tests.approvals.test_notify import SECRET
+    from tests.support.notify import SECRET
 
     [delivery] = webhooks.wait_for(1)
     headers = delivery["headers"]

@@ -14,13 +14,12 @@ import json
 import logging
 import re
 import threading
-import time
 from decimal import Decimal
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from celery.contrib.testing.worker import start_worker
 from celery.exceptions import Ignore
+from celery.signals import after_task_publish, task_postrun
 from django.core import mail
 from django.db import transaction
 
@@ -38,8 +37,7 @@ from approvals.notify import (
 )
 from approvals.notify import tasks as notify_module
 from portal.celery import app
-
-SECRET = "test-webhook-secret-3f9a1c"
+from tests.support.notify import SECRET, Receiver
 
 PAYLOAD = {
     "id": 12,
@@ -63,63 +61,6 @@ PAYLOAD = {
 
 
 # --- a real webhook receiver ---------------------------------------------------------------
-
-
-class Receiver:
-    """An HTTP server on 127.0.0.1 that records every request and answers scripted statuses."""
-
-    def __init__(self, statuses=(), delay: float = 0.0, headers: dict[str, str] | None = None):
-        self.statuses = list(statuses)  # answered in order, then 200
-        self.delay = delay
-        self.headers = headers or {}  # on every answer
-        self.requests: list[dict] = []
-        self._changed = threading.Condition()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                with receiver._changed:
-                    status = receiver.statuses.pop(0) if receiver.statuses else 200
-                    receiver.requests.append(
-                        {
-                            "path": self.path,
-                            "headers": dict(self.headers),
-                            "body": body,
-                            "status": status,
-                        }
-                    )
-                    receiver._changed.notify_all()
-                if receiver.delay:
-                    time.sleep(receiver.delay)
-                self.send_response(status)
-                if status in (301, 302, 307, 308):
-                    self.send_header("Location", f"http://127.0.0.1:{self.server.server_port}/x")
-                for name, value in receiver.headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def wait_for(self, count: int, timeout: float = 60) -> list[dict]:
-        with self._changed:
-            self._changed.wait_for(lambda: len(self.requests) >= count, timeout=timeout)
-            return list(self.requests)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -602,47 +543,42 @@ def test_neither_secret_nor_signature_is_logged(settings, caplog):
 # --- a real worker, through the broker -----------------------------------------------------
 
 
-def wait_until(condition, *, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
+class TasksFollowed:
+    """Every task message this process sends (the test's, and the in-process worker's retries)
+    and every run of a task the worker finishes, counted from Celery's own signals: when both
+    counts agree, every message that was queued has been handled."""
+
+    def __init__(self):
+        self.sent = 0
+        self.finished = 0
+        self._changed = threading.Condition()
+
+    def _on_sent(self, **kwargs):
+        with self._changed:
+            self.sent += 1
+            self._changed.notify_all()
+
+    def _on_finished(self, **kwargs):
+        with self._changed:
+            self.finished += 1
+            self._changed.notify_all()
+
+    def wait_all_done(self, timeout: float = 60) -> None:
+        with self._changed:
+            done = self._changed.wait_for(lambda: self.finished >= self.sent, timeout=timeout)
+        assert done, f"{self.sent} task messages sent, {self.finished} handled after {timeout} s"
 
 
-def _queued_messages() -> int:
-    from kombu.exceptions import ChannelError
-
-    with app.connection_for_write() as conn:
-        try:
-            return conn.default_channel.queue_declare(
-                queue=app.conf.task_default_queue, passive=True
-            ).message_count
-        except ChannelError:  # Redis: an emptied queue has no key (and no bindings) left
-            return 0
-
-
-def wait_until_worker_idle(*, quiet: float = 0.5, timeout: float = 60) -> None:
-    """Until the broker queue is empty and the in-process worker holds no task, for `quiet`
-    seconds on end: then every message that was queued has been handled."""
-    from celery.worker import state
-
-    def idle() -> bool:
-        return not state.active_requests and not state.reserved_requests and _queued_messages() == 0
-
-    deadline = time.monotonic() + timeout
-    idle_since = None
-    while True:
-        now = time.monotonic()
-        if idle():
-            idle_since = idle_since or now
-            if now - idle_since >= quiet:
-                return
-        else:
-            idle_since = None
-        if now > deadline:
-            raise AssertionError(f"the worker was still busy after {timeout}s")
-        time.sleep(0.02)
+@pytest.fixture
+def tasks_followed():
+    followed = TasksFollowed()
+    after_task_publish.connect(followed._on_sent, weak=False)
+    task_postrun.connect(followed._on_finished, weak=False)
+    try:
+        yield followed
+    finally:
+        after_task_publish.disconnect(followed._on_sent)
+        task_postrun.disconnect(followed._on_finished)
 
 
 @pytest.fixture
@@ -672,19 +608,18 @@ def test_real_worker_retries_two_500s_then_delivers_once(settings, fast_retries,
 
 @pytest.mark.django_db(transaction=True)
 def test_real_worker_sends_what_was_committed_and_nothing_rolled_back(
-    webhooks, fast_retries, worker, lead_a
+    webhooks, fast_retries, worker, tasks_followed, lead_a
 ):
     with pytest.raises(RuntimeError), transaction.atomic():
         notify(event="request.decided", payload=PAYLOAD, recipients=[lead_a.email])
         raise RuntimeError("decision failed")
     with transaction.atomic():
         notify(event="request.expired", payload={"id": 12}, recipients=[lead_a.email])
-    # Wait for what is asserted: the e-mail and both webhooks of the committed event, then until
-    # the worker has nothing left (the file broker does not keep the order of messages queued
-    # within a millisecond, so "the first ones delivered" proves nothing about the others).
-    webhooks.wait_for(2)
-    wait_until(lambda: len(mail.outbox) >= 1, what="the e-mail of the committed event")
-    wait_until_worker_idle()
+    # Wait until the worker has handled every task message sent (the file broker does not keep
+    # the order of messages queued within a millisecond, so "the first ones delivered" proves
+    # nothing about the others); a rolled-back notification would have sent one too.
+    assert tasks_followed.sent >= 3  # the committed event's e-mail and two webhooks
+    tasks_followed.wait_all_done()
     assert [json.loads(r["body"])["event"] for r in webhooks.requests] == ["request.expired"] * 2
     assert [m.subject for m in mail.outbox] == ["[GPU quota] request #12 expired"]
 

@@ -16,7 +16,7 @@ from approvals.lifecycle import request_approve, request_submit
 from approvals.models import QuotaRequest
 from quotas.models import AuditEvent
 from quotas.services import allocation_set
-from tests.approvals.conftest import new_request
+from tests.support.requests import new_request
 
 pytestmark = pytest.mark.django_db
 S = QuotaRequest.Status
@@ -231,7 +231,7 @@ def test_api_new_line_with_a_higher_class(persona, people, new_resource):
 
 @pytest.mark.parametrize("persona", PERSONAS)
 def test_page_new_line_with_a_higher_class(client, persona, people, plan, new_resource):
-    from tests.approvals.test_views import line_data
+    from tests.support.requests import line_data
 
     if people[persona] is not None:
         client.force_login(people[persona])

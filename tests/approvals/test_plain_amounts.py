@@ -5,8 +5,8 @@ field, and nothing is stored."""
 import pytest
 
 from approvals.models import QuotaRequest
-from tests.approvals.test_api import as_user, body
-from tests.approvals.test_views import line_data
+from tests.support.api import as_user, body
+from tests.support.requests import line_data
 
 pytestmark = pytest.mark.django_db
 

@@ -13,8 +13,8 @@ from approvals.models import QuotaRequest
 from common.errors import ValidationFailed
 from quotas.models import Allocation, PriorityClass
 from quotas.services import allocation_set
-from tests.approvals.test_api import as_user
-from tests.approvals.test_views import line_data
+from tests.support.api import as_user
+from tests.support.requests import line_data
 
 pytestmark = pytest.mark.django_db
 S = QuotaRequest.Status

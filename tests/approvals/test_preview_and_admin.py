@@ -8,7 +8,7 @@ from approvals.preview import request_preview
 from approvals.selectors import requests_visible_to
 from quotas.kube.sync import cluster_sync
 from quotas.models import Cluster
-from tests.approvals.conftest import new_request
+from tests.support.requests import new_request
 
 pytestmark = pytest.mark.django_db
 

@@ -18,17 +18,20 @@ from approvals.grants import requests_expire_due, requests_start_due
 from approvals.lifecycle import (
     request_approve,
     request_changes,
+    request_create,
     request_revise,
     request_submit,
     request_withdraw,
     requests_follow_syncs,
 )
 from approvals.lines import LineInput
-from approvals.models import QuotaRequest
+from approvals.models import QuotaRequest, RequestLine
 from common.errors import ApplicationError
 from quotas.models import Allocation, AuditEvent, SyncRequest, Team, TeamNamespace
 from quotas.services import allocation_set
-from tests.approvals.conftest import new_request
+from tests.support.locks import lock_waiters
+from tests.support.requests import new_request
+from tests.support.waiting import poll
 
 pytestmark = pytest.mark.django_db(transaction=True)
 S = QuotaRequest.Status
@@ -362,36 +365,65 @@ def test_revise_and_submit_vs_an_approve_of_the_same_request(
 
 
 def test_create_and_submit_reads_its_base_after_locking_the_capacity(
-    plan, lead_c, gpu, admin, strict_policy, monkeypatch
+    plan, lead_c, gpu, admin, strict_policy
 ):
     """An approval of the same allocation lands while a create-and-submit builds its lines.
     The create locks the capacity rows before it reads the allocation, so the approval waits
     for it; it used to read first and then refuse its own brand-new request as written
-    against an older allocation (a 409 naming a request that was never created)."""
-    from approvals import lifecycle
+    against an older allocation (a 409 naming a request that was never created).
 
+    The approval starts, on its own connection, once the create has written its lines (seen
+    through Django's execute_wrapper on the create's connection); the create goes on once the
+    approval waits for a lock (PostgreSQL: a lock wait in pg_stat_activity; SQLite: its
+    BEGIN IMMEDIATE or first write, which waits for the create's) or has finished."""
     waiting = request_submit(
         request=new_request(lead_c, plan["team-c"], gpu, 3, 4), acting_user=lead_c
     )
-    approving = threading.Thread(
-        target=lambda: (request_approve(request=waiting, acting_user=admin), connection.close())
-    )
-    real_build = lifecycle.build_lines
+    wrote = threading.Event()
+    done = threading.Event()
 
-    def build_then_let_the_approval_in(request, lines):
-        real_build(request, lines)
-        approving.start()
-        approving.join(timeout=2)  # done at once if nothing holds it back
+    def approve():
+        def note_writes(execute, sql, params, many, context):
+            if sql.lstrip().upper().startswith(("BEGIN", "INSERT", "UPDATE", "DELETE")):
+                wrote.set()
+            return execute(sql, params, many, context)
 
-    monkeypatch.setattr(lifecycle, "build_lines", build_then_let_the_approval_in)
+        try:
+            with connection.execute_wrapper(note_writes):
+                request_approve(request=waiting, acting_user=admin)
+        finally:
+            done.set()
+            connection.close()
+
+    approving = threading.Thread(target=approve, daemon=True)
+
+    def approval_held_back() -> bool:
+        if connection.vendor == "postgresql":
+            return lock_waiters() > 0
+        return wrote.is_set()
+
+    def let_the_approval_in_after_the_lines(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if sql.startswith(f'INSERT INTO "{RequestLine._meta.db_table}"') and not approving.ident:
+            approving.start()
+            poll(
+                "the approval waiting or done",
+                lambda: done.is_set() or approval_held_back(),
+                60,
+                0.01,
+            )
+        return result
+
     line = LineInput(team_namespace_id=plan["team-c"].pk, resource_id=gpu.pk, guarantee=2, cap=5)
-    created = lifecycle.request_create(
-        team=plan["team-c"].team,
-        acting_user=lead_c,
-        justification="a bigger cap",
-        lines=[line],
-        submit=True,
-    )
+    with connection.execute_wrapper(let_the_approval_in_after_the_lines):
+        created = request_create(
+            team=plan["team-c"].team,
+            acting_user=lead_c,
+            justification="a bigger cap",
+            lines=[line],
+            submit=True,
+        )
+    assert approving.ident, "the create wrote no request line"
     approving.join(timeout=60)
     assert created.status == S.SUBMITTED
     waiting.refresh_from_db()

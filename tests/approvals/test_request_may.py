@@ -14,8 +14,8 @@ from approvals.lines import LineInput
 from approvals.models import QuotaRequest
 from common.errors import PermissionDenied
 from quotas.models import TeamMembership
-from tests.approvals.conftest import new_request
-from tests.conftest import make_user
+from tests.support.people import make_user
+from tests.support.requests import new_request
 
 pytestmark = pytest.mark.django_db
 

@@ -6,15 +6,14 @@ import threading
 import pytest
 from django.db import connection
 from django.test import Client
-from rest_framework.test import APIClient
 
 from approvals.lifecycle import request_withdraw
 from approvals.models import QuotaRequest
 from approvals.suggestions import request_from_suggestion
 from common.errors import NotAllowed
-from portal.tokens import api_token_create
 from quotas.models import ClusterCapacity
-from tests.usage.suggestions.conftest import june_suggestions_create, june_usage_create
+from tests.support.api import as_user
+from tests.support.usage import june_suggestions_create, june_usage_create
 
 pytestmark = pytest.mark.django_db
 
@@ -23,13 +22,6 @@ pytestmark = pytest.mark.django_db
 def june_suggestions(alloc_a, alloc_b, gpu, cluster):
     june_usage_create(alloc_a, alloc_b, gpu)
     return june_suggestions_create(cluster)
-
-
-def as_user(user) -> APIClient:
-    _, token = api_token_create(user=user, name="test")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
 
 
 def url(suggestion) -> str:

@@ -14,7 +14,7 @@ from portal.celery import app
 from quotas.kube.sync import cluster_sync
 from quotas.models import Allocation, AuditEvent, Cluster
 from quotas.services import allocation_set
-from tests.approvals.conftest import new_request
+from tests.support.requests import new_request
 
 pytestmark = pytest.mark.django_db
 S = QuotaRequest.Status

@@ -5,32 +5,10 @@ import pytest
 from approvals.lifecycle import request_approve, request_submit
 from approvals.models import QuotaRequest
 from quotas.models import AuditEvent
-from tests.approvals.conftest import new_request
+from tests.support.requests import line_data, new_request
 
 pytestmark = pytest.mark.django_db
 S = QuotaRequest.Status
-
-
-def line_data(ns, gpu, guarantee, cap, *, per_pod_max="", total=3, **extra) -> dict:
-    """POST data of the new-request form with one filled line and empty rows after it."""
-    data = {
-        "lines-TOTAL_FORMS": str(total),
-        "lines-INITIAL_FORMS": "0",
-        "lines-MIN_NUM_FORMS": "0",
-        "lines-MAX_NUM_FORMS": "1000",
-        "lines-0-team_namespace": str(ns.pk),
-        "lines-0-resource": str(gpu.pk),
-        "lines-0-guarantee": str(guarantee),
-        "lines-0-cap": str(cap),
-        "lines-0-per_pod_max": str(per_pod_max),
-        "team": str(ns.team_id),
-        "justification": "more training runs",
-        "kind": "permanent",
-        "starts_at": "",
-        "ends_at": "",
-    }
-    data.update(extra)
-    return data
 
 
 @pytest.fixture

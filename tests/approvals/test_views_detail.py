@@ -10,8 +10,8 @@ from approvals.lifecycle import request_approve, request_submit
 from approvals.lines import Decision
 from approvals.models import QuotaRequest
 from quotas.models import SyncRequest, TeamMembership
-from tests.approvals.conftest import new_request
-from tests.conftest import make_user
+from tests.support.people import make_user
+from tests.support.requests import new_request
 
 pytestmark = pytest.mark.django_db
 S = QuotaRequest.Status

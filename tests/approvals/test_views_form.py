@@ -10,9 +10,8 @@ from approvals.models import QuotaRequest
 from quotas.kube.sync import cluster_sync
 from quotas.models import AuditEvent, Cluster, PriorityClass, TeamMembership
 from quotas.services import allocation_set
-from tests.approvals.conftest import new_request
-from tests.approvals.test_views import line_data
-from tests.conftest import make_user
+from tests.support.people import make_user
+from tests.support.requests import line_data, new_request
 
 pytestmark = pytest.mark.django_db
 

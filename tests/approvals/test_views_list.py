@@ -15,8 +15,8 @@ from approvals.models import QuotaRequest
 from approvals.views import list as views_list
 from quotas.models import Cluster, ClusterCapacity, TeamMembership, TeamNamespace
 from quotas.services import allocation_set
-from tests.approvals.conftest import new_request
-from tests.conftest import make_user
+from tests.support.people import make_user
+from tests.support.requests import new_request
 
 pytestmark = pytest.mark.django_db
 S = QuotaRequest.Status

@@ -5,12 +5,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from approvals.lifecycle import request_approve, request_create, request_revise
+from approvals.lifecycle import request_create, request_revise
 from approvals.lines import LineInput
 from approvals.models import QuotaRequest
-from quotas.models import Team, TeamMembership, TeamNamespace
-from quotas.services import allocation_set
-from tests.approvals.test_views import line_data
+from quotas.models import TeamNamespace
+from tests.support.requests import line_data
 
 pytestmark = pytest.mark.django_db
 
@@ -20,32 +19,6 @@ def queries(client, method: str, url: str, data=None) -> int:
         response = getattr(client, method)(url, data) if data else getattr(client, method)(url)
     assert response.status_code == 200, response.content[:2000]
     return len(seen.captured_queries)
-
-
-@pytest.fixture
-def grow(cluster, gpu, admin, lead_c, strict_policy):
-    """grow(n): n more teams led by lead-c, each with a namespace, an allocation and three
-    requests (a draft, one waiting, one approved)."""
-
-    def more(n: int) -> None:
-        for _ in range(n):
-            slug = f"grown-{Team.objects.count()}"
-            team = Team.objects.create(slug=slug, name=slug)
-            TeamMembership.objects.create(team=team, user=lead_c, role=TeamMembership.Role.LEAD)
-            ns = TeamNamespace.objects.create(team=team, cluster=cluster, name=f"{slug}-ns")
-            allocation_set(team_namespace=ns, resource=gpu, guarantee=0, cap=1, acting_user=admin)
-            for step in ("draft", "submit", "approve"):
-                request = request_create(
-                    team=team,
-                    acting_user=lead_c,
-                    justification="grown",
-                    lines=[LineInput(ns.pk, gpu.pk, 0, 2)],
-                    submit=step != "draft",
-                )
-                if step == "approve":
-                    request_approve(request=request, acting_user=admin)
-
-    return more
 
 
 def two_sizes(grow, measure) -> tuple[int, int]:

@@ -76,7 +76,7 @@ def bench_stores():
         pytest.skip(message)
 
 
-@pytest.mark.slow
+@pytest.mark.ci_only
 def test_quick_run_gathers_every_figure_into_one_results_file(bench_stores, tmp_path):
     out = tmp_path / "results.json"
     env = dict(os.environ, BENCH_QUICK="1")

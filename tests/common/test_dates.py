@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 
 from common.dates import day_or_none, month_or_none, parse_day, parse_month
 from common.errors import ValidationFailed
-from tests.approvals.test_api import as_user
+from tests.support.api import as_user
 
 ARABIC_INDIC_2026 = "\u0662\u0660\u0662\u0666"
 FULL_WIDTH_2026 = "\uff12\uff10\uff12\uff16"

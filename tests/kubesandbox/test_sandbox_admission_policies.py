@@ -14,7 +14,7 @@ import pytest
 
 from kubesandbox import SandboxServer
 from kubesandbox.core_validation import NOT_IMITATED
-from tests.kubesandbox.test_sandbox_api import namespace
+from tests.support.kube import namespace
 
 VAP = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
 VAPB = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"

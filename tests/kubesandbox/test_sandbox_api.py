@@ -4,45 +4,13 @@ validation, selectors, namespaces, persistence and auth, as kube-apiserver answe
 from __future__ import annotations
 
 import json
-from http.client import HTTPConnection
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import pytest
 
 from kubesandbox import SandboxServer
-
-RQ_PATH = "/api/v1/namespaces/team-a/resourcequotas"
-APPLY = "application/apply-patch+yaml"
-
-
-class Http:
-    """Minimal JSON client over one keep-alive connection."""
-
-    def __init__(self, server: SandboxServer, token: str | None = None) -> None:
-        url = urlsplit(server.url)
-        self.conn = HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=10)
-        self.token = token
-
-    def __call__(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        content_type: str = "application/json",
-        headers: dict[str, str] | None = None,
-    ) -> tuple[int, Any]:
-        data = None
-        if body is not None:
-            data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-        sent = {"Content-Type": content_type, **(headers or {})}
-        if self.token:
-            sent["Authorization"] = f"Bearer {self.token}"
-        self.conn.request(method, path, body=data, headers=sent)
-        response = self.conn.getresponse()
-        raw = response.read()
-        ctype = response.getheader("Content-Type", "")
-        return response.status, json.loads(raw) if "json" in ctype and raw else raw.decode()
+from tests.support.kube import APPLY, RQ_PATH, Http, namespace
 
 
 @pytest.fixture
@@ -51,14 +19,6 @@ def http(kube_sandbox: SandboxServer) -> Http:
     status, _ = client("POST", "/api/v1/namespaces", namespace("team-a"))
     assert status == 201
     return client
-
-
-def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": name, "labels": labels or {}},
-    }
 
 
 def quota(name: str = "gpu", gpus: str = "4", **meta: Any) -> dict[str, Any]:

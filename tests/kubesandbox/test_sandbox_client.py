@@ -9,7 +9,7 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from kubesandbox import SandboxServer
-from tests.conftest import api_client_for
+from tests.support.kube import api_client_for
 
 APPLY = "application/apply-patch+yaml"
 

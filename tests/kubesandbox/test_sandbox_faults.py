@@ -21,7 +21,7 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from kubesandbox import SandboxServer
-from tests.conftest import api_client_for
+from tests.support.kube import api_client_for
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}

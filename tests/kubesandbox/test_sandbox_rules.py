@@ -30,7 +30,7 @@ from kubesandbox.celrules import (
     to_cel,
 )
 from kubesandbox.schemas import schema_dir
-from tests.kubesandbox.test_sandbox_api import APPLY, RQ_PATH, Http, namespace
+from tests.support.kube import APPLY, RQ_PATH, Http, namespace
 
 PC_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
 LR_PATH = "/api/v1/namespaces/team-a/limitranges"

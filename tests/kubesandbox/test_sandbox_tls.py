@@ -32,7 +32,8 @@ from kubesandbox.tls import ensure_certificates
 from quotas.kube.client import KubeConfigError, client_for_cluster
 from quotas.kube.sync import cluster_sync
 from quotas.models import Cluster, SyncRun
-from tests.kubesandbox.test_sandbox_kubectl import kubectl_binary
+from tests.support.kube import kubectl_binary
+from tests.support.waiting import poll
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "tls-sandbox-token-value"
@@ -316,7 +317,8 @@ def test_a_client_stuck_before_its_handshake_holds_up_nobody(kube_sandbox):
     )
     port = urlsplit(kube_sandbox.url).port
     with socket.create_connection(("127.0.0.1", port)):  # connects, never says hello
-        time.sleep(0.2)
+        # Once the server has accepted it (and its thread waits for the handshake).
+        poll("the silent connection accepted", lambda: kube_sandbox._httpd.connections, 10, 0.01)
         started = time.monotonic()
         with urllib.request.urlopen(request, context=context, timeout=5) as response:
             assert response.status == 200

@@ -22,8 +22,8 @@ from quotas.models import (
     SyncRun,
     TeamMembership,
 )
-from tests.conftest import make_user
-from tests.overview_world import grow_world
+from tests.support.people import make_user
+from tests.support.worlds import grow_world
 
 pytestmark = pytest.mark.django_db
 

@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from approvals.models import QuotaRequest, RequestLine
 from quotas.models import Allocation, Resource, Team, TeamMembership
-from tests.conftest import make_user
-from tests.overview_world import grow_world
+from tests.support.people import make_user
+from tests.support.worlds import grow_world
 
 pytestmark = pytest.mark.django_db
 

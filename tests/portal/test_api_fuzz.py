@@ -31,7 +31,7 @@ from schemathesis.specs.openapi.checks import (
 
 from approvals.lifecycle import request_submit
 from portal.tokens import api_token_create
-from tests.approvals.conftest import new_request
+from tests.support.requests import new_request
 from usage.models import Suggestion
 
 pytestmark = pytest.mark.django_db

@@ -1,20 +1,24 @@
 """Safe retries: Idempotency-Key on API writes. The same key and body replay the first answer
 and do nothing twice; another body is a 422; two clients racing with one key make one effect."""
 
+import contextlib
 import threading
-import time
+from contextlib import contextmanager
 from datetime import timedelta
 
+import psycopg
 import pytest
-from django.db import connection, connections
+from django.db import OperationalError, connection, connections
 from django.utils import timezone
+from psycopg import sql
 
-from approvals import lifecycle
 from approvals.models import QuotaRequest
 from common.api import idempotency
 from common.api.idempotency import IdempotencyKey
-from quotas.models import AuditEvent
-from tests.approvals.test_api import as_user, body
+from quotas.models import AuditEvent, ClusterCapacity
+from tests.support.api import as_user, body
+from tests.support.locks import lock_waiters
+from tests.support.waiting import poll
 
 pytestmark = pytest.mark.django_db
 
@@ -120,7 +124,7 @@ def test_a_bad_key_is_a_400_naming_the_header(plan, lead_c):
 
 
 def test_every_api_write_takes_the_key():
-    from tests.portal.test_hostile_input import API, view_methods
+    from tests.support.api import API, view_methods
 
     writes = [
         (name, callback.cls)
@@ -136,20 +140,20 @@ def test_every_api_write_takes_the_key():
 # --- two clients racing with one key (PostgreSQL: real row locks and a real constraint) ------
 
 
-def _slow_create(monkeypatch, seconds: float) -> list:
-    calls = []
-    real = lifecycle.request_create
+@contextmanager
+def capacity_held(cluster, gpu):
+    """The cluster's GPU capacity row locked by another session (as a concurrent approval holds
+    it): a create-and-submit waits for it inside its request's transaction, holding its key,
+    until ``release()``."""
+    table = ClusterCapacity._meta.db_table
+    with psycopg.connect(**connection.get_connection_params()) as other:
+        query = "SELECT 1 FROM {} WHERE cluster_id = %s AND resource_id = %s FOR UPDATE"
+        other.execute(sql.SQL(query).format(sql.Identifier(table)), [cluster.pk, gpu.pk])
+        yield other.commit
+        other.commit()
 
-    def slow(**kwargs):
-        calls.append(1)
-        time.sleep(seconds)
-        return real(**kwargs)
 
-    monkeypatch.setattr(lifecycle, "request_create", slow)
-    return calls
-
-
-def _race(clients, key: str) -> list:
+def _race(clients, key: str) -> tuple[list, list[threading.Thread]]:
     barrier = threading.Barrier(len(clients))
     answers = [None] * len(clients)
 
@@ -160,12 +164,23 @@ def _race(clients, key: str) -> list:
         finally:
             connections.close_all()
 
-    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(clients)]
+    threads = [
+        threading.Thread(target=run, args=(i, c), daemon=True) for i, c in enumerate(clients)
+    ]
     for t in threads:
         t.start()
+    return answers, threads
+
+
+def _joined(answers, threads) -> list:
     for t in threads:
         t.join(60)
+    assert None not in answers, answers
     return answers
+
+
+def _drafts() -> int:
+    return AuditEvent.objects.filter(action="request.draft").count()
 
 
 postgres_only = pytest.mark.skipif(
@@ -175,13 +190,20 @@ postgres_only = pytest.mark.skipif(
 
 @postgres_only
 @pytest.mark.django_db(transaction=True)
-def test_two_clients_racing_with_one_key_make_one_request(plan, lead_c, strict_policy, monkeypatch):
-    calls = _slow_create(monkeypatch, 0.5)  # the second arrives while the first works
+def test_two_clients_racing_with_one_key_make_one_request(
+    plan, lead_c, cluster, gpu, strict_policy
+):
+    """The second arrives while the first works: the first holds its key while it waits for the
+    capacity row; the second waits for the key. Both wait (seen in pg_stat_activity) before
+    the capacity is released."""
     token_clients = [as_user(lead_c), as_user(lead_c)]  # two tokens, one user
-    answers = _race(token_clients, "race-1")
+    with capacity_held(cluster, gpu):
+        answers, threads = _race(token_clients, "race-1")
+        poll("both requests waiting for a lock", lambda: lock_waiters() == 2, 60, 0.02)
+    answers = _joined(answers, threads)
     assert [a.status_code for a in answers] == [201, 201]
     assert answers[0].json()["id"] == answers[1].json()["id"]
-    assert len(calls) == 1
+    assert _drafts() == 1
     assert QuotaRequest.objects.count() == 1
     assert sorted(a.get("Idempotent-Replayed", "") for a in answers) == ["", "true"]
 
@@ -189,17 +211,21 @@ def test_two_clients_racing_with_one_key_make_one_request(plan, lead_c, strict_p
 @postgres_only
 @pytest.mark.django_db(transaction=True)
 def test_a_key_still_in_progress_is_a_409_with_retry_after(
-    plan, lead_c, strict_policy, monkeypatch
+    plan, lead_c, cluster, gpu, strict_policy, monkeypatch
 ):
+    """The first request holds its key (waiting for the capacity row) until the second has
+    waited out WAIT_SECONDS for it and answered."""
     monkeypatch.setattr(idempotency, "WAIT_SECONDS", 0.2)
-    calls = _slow_create(monkeypatch, 1.5)
-    answers = _race([as_user(lead_c), as_user(lead_c)], "race-2")
+    with capacity_held(cluster, gpu):
+        answers, threads = _race([as_user(lead_c), as_user(lead_c)], "race-2")
+        poll("the second request's answer", lambda: any(answers), 60, 0.02)
+    answers = _joined(answers, threads)
     statuses = sorted(a.status_code for a in answers)
     assert statuses == [201, 409]
     busy = next(a for a in answers if a.status_code == 409)
     assert busy.json()["extra"]["code"] == "idempotency_in_progress"
     assert busy["Retry-After"] == "1"
-    assert len(calls) == 1
+    assert _drafts() == 1
     assert QuotaRequest.objects.count() == 1
     # Once the first is done, the retry replays its answer.
     again = create(as_user(lead_c), "race-2")
@@ -209,34 +235,29 @@ def test_a_key_still_in_progress_is_a_409_with_retry_after(
 # --- crashes: the work and its stored answer are committed together or not at all ------------
 
 
-def _crash_once(monkeypatch, module, name: str, error: Exception) -> None:
-    real = getattr(module, name)
-    calls = []
-
-    def crashing(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 1:
-            raise error
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(module, name, crashing)
-
-
 @postgres_only
 @pytest.mark.django_db(transaction=True)
-def test_a_crash_after_the_work_rolls_it_back_and_the_retry_does_it_once(plan, lead_c, monkeypatch):
+def test_a_crash_after_the_work_rolls_it_back_and_the_retry_does_it_once(plan, lead_c):
     """The database connection is cut after the request was created but before its answer
     was stored: nothing stays, not even the claim (it would block the key for a day), so the
-    client's retry creates the request, once."""
-    from django.db import OperationalError
+    client's retry creates the request, once. The server terminates the session for real,
+    just before the statement that stores the answer (seen through Django's execute_wrapper)."""
+    storing = f'UPDATE "{IdempotencyKey._meta.db_table}"'
+    cut = []
 
-    from approvals.api import views
+    def cut_off_before_the_answer(execute, sql, params, many, context):
+        if sql.startswith(storing) and not cut:
+            cut.append(sql)
+            with contextlib.suppress(OperationalError), connection.cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        return execute(sql, params, many, context)
 
-    lost = OperationalError("the connection is lost")
-    _crash_once(monkeypatch, views, "_visible_request", lost)
     client = as_user(lead_c)
     client.raise_request_exception = False
-    assert create(client, "crash-1").status_code == 500
+    with connection.execute_wrapper(cut_off_before_the_answer):
+        assert create(client, "crash-1").status_code == 500
+    assert cut, "no answer was stored"
+    connection.close()  # as Django closes an unusable connection when a request ends
     assert QuotaRequest.objects.count() == 0
     assert not IdempotencyKey.objects.filter(key="crash-1").exists()
     retried = create(client, "crash-1")

@@ -17,8 +17,8 @@ from approvals.lifecycle import request_create
 from approvals.lines import LineInput
 from portal.tokens import api_token_create, api_token_revoke
 from quotas.models import DriftEvent, SyncRun
-from tests.portal.test_hostile_input import API, view_methods
-from tests.usage.suggestions.conftest import june_suggestions_create, june_usage_create
+from tests.support.api import API, view_methods
+from tests.support.usage import june_suggestions_create, june_usage_create
 
 pytestmark = pytest.mark.django_db
 

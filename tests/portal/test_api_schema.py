@@ -10,17 +10,10 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from portal.api.views import api_endpoints
-from portal.tokens import api_token_create
-from tests.approvals.conftest import new_request
+from tests.support.api import as_user
+from tests.support.requests import new_request
 
 pytestmark = pytest.mark.django_db
-
-
-def as_user(user) -> APIClient:
-    _, token = api_token_create(user=user, name="test")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
 
 
 @pytest.fixture(scope="module")

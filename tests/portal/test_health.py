@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from portal.health import redact
-from tests.conftest import free_port
+from tests.support.net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,47 +11,19 @@ import re
 import pytest
 from django.conf import settings
 from django.test import Client
-from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
 from portal.tokens import api_token_create
-from tests.approvals.test_api import body as request_body
+from tests.support.api import API, PAGES, view_methods
+from tests.support.api import body as request_body
 
 pytestmark = pytest.mark.django_db
 
 MB = "x" * (1 << 20)
 DEEP = 100_000
-SKIP_PREFIXES = ("admin/",)  # Django's own admin
 
 
-def routes() -> list[tuple[str, str, object, dict]]:
-    """(route, name, view callback, default kwargs) of every URL but the Django admin's."""
-
-    def walk(patterns, prefix="", defaults=None):
-        for pattern in patterns:
-            if isinstance(pattern, URLResolver):
-                route = prefix + str(pattern.pattern)
-                if route.startswith(SKIP_PREFIXES):
-                    continue
-                yield from walk(pattern.url_patterns, route, pattern.default_kwargs)
-            elif isinstance(pattern, URLPattern):
-                route = prefix + str(pattern.pattern)
-                kwargs = {**(defaults or {}), **pattern.default_args}
-                yield route, pattern.name or route, pattern.callback, kwargs
-
-    return list(walk(get_resolver().url_patterns))
-
-
-API = [r for r in routes() if r[0].startswith("api/")]
-PAGES = [r for r in routes() if not r[0].startswith("api/")]
 assert API and PAGES, "the URL conf walk found nothing: stale"
-
-
-def view_methods(callback) -> set[str]:
-    cls = getattr(callback, "cls", None) or getattr(callback, "view_class", None)
-    if cls is None:
-        return {"GET", "POST"}
-    return {m.upper() for m in cls.http_method_names if hasattr(cls, m) and m != "options"}
 
 
 def filter_names(callback) -> set[str]:

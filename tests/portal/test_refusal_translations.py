@@ -8,19 +8,12 @@ import pytest
 from rest_framework.test import APIClient
 
 from approvals.lifecycle import request_submit
-from portal.tokens import api_token_create
-from tests.approvals.conftest import new_request
+from tests.support.api import as_user
+from tests.support.requests import new_request
 
 pytestmark = pytest.mark.django_db
 
 ZH = {"HTTP_ACCEPT_LANGUAGE": "zh-Hans"}
-
-
-def as_user(user) -> APIClient:
-    _, token = api_token_create(user=user, name="test")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
 
 
 def _line(**values) -> dict:

@@ -1,26 +1,23 @@
 """`make run`'s entry point on a bare machine: starts everything, serves the login page, stops."""
 
 import json
-import os
 import signal
-import socket
 import ssl
 import stat
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
-from tests.kubesandbox.test_sandbox_kubectl import kubectl_binary
-
-ROOT = Path(__file__).resolve().parents[2]
-# A bare machine: no database or broker configured, everything under a fresh folder.
-UNSET = ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "CELERY_BROKER_FOLDER")
+from tests.support.net import free_port
+from tests.support.portal_process import (
+    port_open,
+    run_kubectl,
+    start_run_portal,
+    web_and_sandbox_ports,
+)
 
 
 def _wait_for(
@@ -46,65 +43,12 @@ def _wait_for(
     raise AssertionError(f"{url} did not answer in time: {last_error}")
 
 
-def free_port_after(port: int) -> bool:
-    """Whether the port after `port` is free too (the second demo cluster's sandbox)."""
-    import socket
-
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port + 1))
-        except OSError:
-            return False
-    return True
-
-
-def _port_open(port: int) -> bool:
-    """Whether anything still listens there (HTTP or HTTPS alike)."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-def _kubectl(kubeconfig: Path, *args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [kubectl_binary(), "--kubeconfig", str(kubeconfig), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "KUBECACHEDIR": str(home / "kube-cache"), "HOME": str(home)},
-        check=False,
-    )
-
-
-def _ports() -> tuple[int, int]:
-    """A web port and a first sandbox port whose next port is free too."""
-    port, sandbox_port = free_port(), free_port()
-    while free_port_after(sandbox_port) is False:
-        sandbox_port = free_port()
-    return port, sandbox_port
-
-
-def _start(tmp_path, *args: str, stdout=subprocess.DEVNULL, **env_extra) -> subprocess.Popen:
-    """run_portal as `make run` starts it, on a bare machine's settings."""
-    env = {k: v for k, v in os.environ.items() if k not in UNSET}
-    env.update(
-        {"PORTAL_VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "portal.settings", **env_extra}
-    )
-    return subprocess.Popen(
-        [sys.executable, "manage.py", "run_portal", "--web-workers", "1", *args],
-        cwd=ROOT,
-        env=env,
-        stdout=stdout,
-        stderr=subprocess.STDOUT,
-    )
-
-
 def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
-    port, sandbox_port = _ports()
+    port, sandbox_port = web_and_sandbox_ports()
     log = (tmp_path / "run.log").open("w+")
-    proc = _start(tmp_path, "--port", str(port), "--sandbox-port", str(sandbox_port), stdout=log)
+    proc = start_run_portal(
+        tmp_path, "--port", str(port), "--sandbox-port", str(sandbox_port), stdout=log
+    )
     try:
         deadline = time.monotonic() + 180
         status, body = _wait_for(f"http://127.0.0.1:{port}/login/", deadline)
@@ -157,13 +101,13 @@ def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
         # kubectl reaches the sandbox through the kubeconfig written for the demo.
         kubeconfig = tmp_path / "kubeconfig-demo.yaml"
         assert stat.S_IMODE(kubeconfig.stat().st_mode) == 0o600
-        result = _kubectl(kubeconfig, "get", "resourcequotas", "-A", home=tmp_path)
+        result = run_kubectl(kubeconfig, "get", "resourcequotas", "-A", home=tmp_path)
         assert result.returncode == 0, result.stderr
         rows = [line.split()[:2] for line in result.stdout.splitlines()[1:]]
         assert ["team-a-training", "gpu-quota"] in rows
         assert (
             "namespace/team-a-training"
-            in _kubectl(kubeconfig, "get", "ns", "-o", "name", home=tmp_path).stdout.split()
+            in run_kubectl(kubeconfig, "get", "ns", "-o", "name", home=tmp_path).stdout.split()
         )
     finally:
         proc.send_signal(signal.SIGINT)
@@ -182,21 +126,21 @@ def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
         in output
     )
     assert "Stopped." in output
-    assert not _port_open(port), "web server still running after Ctrl-C"
-    assert not _port_open(sandbox_port), "sandbox still running after Ctrl-C"
-    assert not _port_open(sandbox_port + 1), "sandbox still running after Ctrl-C"
+    assert not port_open(port), "web server still running after Ctrl-C"
+    assert not port_open(sandbox_port), "sandbox still running after Ctrl-C"
+    assert not port_open(sandbox_port + 1), "sandbox still running after Ctrl-C"
 
 
 def test_children_do_not_outlive_a_killed_run_portal(tmp_path):
-    port, sandbox_port = _ports()
-    proc = _start(tmp_path, "--port", str(port), "--sandbox-port", str(sandbox_port))
+    port, sandbox_port = web_and_sandbox_ports()
+    proc = start_run_portal(tmp_path, "--port", str(port), "--sandbox-port", str(sandbox_port))
     try:
         _wait_for(f"http://127.0.0.1:{port}/login/", time.monotonic() + 180)
     finally:
         proc.kill()  # no chance to clean up: the children must go by themselves
         proc.wait(timeout=30)
     deadline = time.monotonic() + 20
-    while _port_open(port) or _port_open(sandbox_port):
+    while port_open(port) or port_open(sandbox_port):
         assert time.monotonic() < deadline, "children outlived run_portal"
         time.sleep(0.3)
 
@@ -204,7 +148,7 @@ def test_children_do_not_outlive_a_killed_run_portal(tmp_path):
 def test_run_portal_without_schemas_still_serves_the_portal(tmp_path):
     port = free_port()
     log = (tmp_path / "run.log").open("w+")
-    proc = _start(
+    proc = start_run_portal(
         tmp_path,
         "--port",
         str(port),
@@ -224,11 +168,11 @@ def test_run_portal_without_schemas_still_serves_the_portal(tmp_path):
 
 
 def test_run_real_without_a_built_control_plane_says_how_to_build_it(tmp_path):
-    port, sandbox_port = _ports()
+    port, sandbox_port = web_and_sandbox_ports()
     empty_cache = tmp_path / "no-controlplane"
     empty_cache.mkdir()
     log = (tmp_path / "run.log").open("w+")
-    proc = _start(
+    proc = start_run_portal(
         tmp_path,
         "--real-cluster",
         "--port",
@@ -243,4 +187,4 @@ def test_run_real_without_a_built_control_plane_says_how_to_build_it(tmp_path):
     output = log.read()
     assert code != 0
     assert "make controlplane" in output and "Traceback" not in output, output
-    assert not _port_open(port)
+    assert not port_open(port)

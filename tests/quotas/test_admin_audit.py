@@ -659,40 +659,40 @@ def test_the_services_take_their_locks_in_the_one_order(admin, lead_a, team_a, g
         team_namespace_delete,
         team_namespace_save,
     )
-    from tests.approvals.test_lock_order import _locks_of
+    from tests.support.locks import locks_of
 
     spare = Cluster(name="spare")
-    _locks_of(lambda: cluster_save(cluster=spare, acting_user=admin))
+    locks_of(lambda: cluster_save(cluster=spare, acting_user=admin))
     ClusterCapacity.objects.create(cluster=spare, resource=gpu, capacity=Decimal(4))
     spare.kueue_enabled = True
-    _locks_of(lambda: cluster_save(cluster=spare, acting_user=admin))
+    locks_of(lambda: cluster_save(cluster=spare, acting_user=admin))
     namespace = TeamNamespace(team=team_a, cluster=spare, name="team-a-spare")
-    _locks_of(lambda: team_namespace_save(team_namespace=namespace, acting_user=admin))
+    locks_of(lambda: team_namespace_save(team_namespace=namespace, acting_user=admin))
     namespace.workload_class = "dev"
-    _locks_of(lambda: team_namespace_save(team_namespace=namespace, acting_user=admin))
+    locks_of(lambda: team_namespace_save(team_namespace=namespace, acting_user=admin))
     gpu.display_name = "H100"
-    _locks_of(lambda: resource_save(resource=gpu, acting_user=admin))
+    locks_of(lambda: resource_save(resource=gpu, acting_user=admin))
     team_a.slug = "team-alpha"
-    _locks_of(lambda: team_save(team=team_a, acting_user=admin))
+    locks_of(lambda: team_save(team=team_a, acting_user=admin))
     membership = TeamMembership.objects.get(user=lead_a)
     membership.role = "member"
-    _locks_of(lambda: team_membership_save(membership=membership, acting_user=admin))
-    _locks_of(lambda: team_membership_delete(membership=membership, acting_user=admin))
+    locks_of(lambda: team_membership_save(membership=membership, acting_user=admin))
+    locks_of(lambda: team_membership_delete(membership=membership, acting_user=admin))
     admins, _ = ensure_role_groups()
-    _locks_of(lambda: user_save(user=lead_a, groups=[admins], acting_user=admin))
+    locks_of(lambda: user_save(user=lead_a, groups=[admins], acting_user=admin))
     group = Group(name="planners")
-    _locks_of(lambda: group_save(group=group, acting_user=admin))
-    _locks_of(lambda: group_delete(group=group, acting_user=admin))
-    _locks_of(lambda: team_namespace_delete(team_namespace=namespace, acting_user=admin))
+    locks_of(lambda: group_save(group=group, acting_user=admin))
+    locks_of(lambda: group_delete(group=group, acting_user=admin))
+    locks_of(lambda: team_namespace_delete(team_namespace=namespace, acting_user=admin))
     ClusterCapacity.objects.filter(cluster=spare).delete()
-    _locks_of(lambda: cluster_delete(cluster=spare, acting_user=admin))
+    locks_of(lambda: cluster_delete(cluster=spare, acting_user=admin))
     mig = Resource.objects.create(name="nvidia.com/mig-1g.10gb", display_name="1g.10gb")
-    _locks_of(lambda: resource_delete(resource=mig, acting_user=admin))
+    locks_of(lambda: resource_delete(resource=mig, acting_user=admin))
     # (user_delete is left out: the SET NULLs it issues on requests and allocations touch no
     # row, since it refuses a user those rows name.)
     gone = Team.objects.create(slug="x", name="X")
     TeamMembership.objects.create(team=gone, user=lead_a)
-    _locks_of(lambda: team_delete(team=gone, acting_user=admin))
+    locks_of(lambda: team_delete(team=gone, acting_user=admin))
 
 
 # --- writes outside the services ------------------------------------------------------------

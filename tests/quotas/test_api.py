@@ -3,19 +3,12 @@
 import pytest
 from rest_framework.test import APIClient
 
-from portal.tokens import api_token_create
 from quotas.selectors import allocations_visible_to
+from tests.support.api import as_user
 
 # The seed's plan (demo: 16 GPUs; teams A 6/10, B 4/6, C 2/4) and the lead of team C.
 
 pytestmark = pytest.mark.django_db
-
-
-def as_user(user) -> APIClient:
-    _, token = api_token_create(user=user, name="test")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
 
 
 def results(response) -> list[dict]:

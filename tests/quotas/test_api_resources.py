@@ -8,8 +8,8 @@ import pytest
 from approvals.lifecycle import request_approve, request_create
 from approvals.lines import LineInput
 from quotas.models import Cluster, DriftEvent, SyncObjectResult, SyncRun
-from tests.approvals.test_api import as_user
-from tests.usage.suggestions.conftest import june_usage_create
+from tests.support.api import as_user
+from tests.support.usage import june_usage_create
 
 pytestmark = pytest.mark.django_db
 

@@ -18,7 +18,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import IntegrityError, connection, connections, transaction
@@ -39,6 +38,7 @@ from quotas.audit.chain import (
 from quotas.models.audit import AuditChainHead, AuditEvent
 from quotas.services import allocation_set
 from quotas.tasks import anchor_audit_log
+from tests.support.audit import append_events
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -103,24 +103,10 @@ HASHED_FIELDS = (
 )
 
 
-def append(n: int, *, user: User | None, target: object) -> list[AuditEvent]:
-    return [
-        audit_record(
-            acting_user=user,
-            action="allocation.set",
-            target=target,
-            before={"cap": i},
-            after={"cap": i + 1},
-            comment=f"change {i}",
-        )
-        for i in range(n)
-    ]
-
-
 @pytest.mark.django_db
 class TestChain:
     def test_many_appends_make_one_valid_chain(self, admin, cluster):
-        events = append(130, user=admin, target=cluster)
+        events = append_events(130, user=admin, target=cluster)
 
         result = audit_verify(batch_size=16)  # several pages, the last one partial
 
@@ -150,7 +136,7 @@ class TestChain:
         assert audit_verify().ok
 
     def test_renaming_or_deleting_the_actor_keeps_the_chain_valid(self, admin, lead_a, cluster):
-        append(3, user=lead_a, target=cluster)
+        append_events(3, user=lead_a, target=cluster)
         lead_a.username = "renamed"
         lead_a.save()
         lead_a.delete()  # the table refuses UPDATE, so the actor id is kept, not nulled
@@ -159,7 +145,7 @@ class TestChain:
         assert AuditEvent.objects.filter(actor_username="lead-a").count() == 3
 
     def test_an_event_rolled_back_with_its_caller_leaves_no_gap(self, admin, cluster):
-        append(2, user=admin, target=cluster)
+        append_events(2, user=admin, target=cluster)
         with pytest.raises(RuntimeError), transaction.atomic():
             audit_record(acting_user=admin, action="x", target=cluster)
             raise RuntimeError("caller failed")
@@ -169,18 +155,18 @@ class TestChain:
         assert audit_verify().ok
 
     def test_a_missing_head_restarts_at_the_last_event(self, admin, cluster):
-        append(2, user=admin, target=cluster)
+        append_events(2, user=admin, target=cluster)
         AuditChainHead.objects.all().delete()
 
         assert audit_record(acting_user=admin, action="z", target=cluster).seq == 3
         assert audit_verify().ok
 
     def test_migration_hash_is_the_live_one(self, admin, cluster):
-        (event,) = append(1, user=admin, target=cluster)
+        (event,) = append_events(1, user=admin, target=cluster)
         assert migration._event_hash(event, event.actor_username) == event.hash
 
     def test_migration_backfill_chains_events_written_before_the_chain(self, admin, cluster):
-        events = append(5, user=admin, target=cluster)
+        events = append_events(5, user=admin, target=cluster)
         base = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
         # Pre-chain rows: no seq, hashes or username; age order is the reverse of id order.
         with append_only_suspended() as cursor:
@@ -206,7 +192,7 @@ class TestChain:
 @pytest.mark.django_db
 class TestTamperingIsCaught:
     def test_editing_after_is_caught_at_that_event(self, admin, cluster):
-        append(25, user=admin, target=cluster)
+        append_events(25, user=admin, target=cluster)
         tamper(SET_AFTER_SQL[connection.vendor], ['{"cap": 999}', 17])
 
         result = audit_verify(batch_size=10)
@@ -216,7 +202,7 @@ class TestTamperingIsCaught:
         assert result.reason == "event 17: hash does not match its contents (edited?)"
 
     def test_editing_and_rehashing_is_caught_at_the_next_event(self, admin, cluster):
-        append(20, user=admin, target=cluster)
+        append_events(20, user=admin, target=cluster)
         event = AuditEvent.objects.get(seq=17)
         event.comment = "nothing to see"
         forged = audit_event_hash(**{f: getattr(event, f) for f in HASHED_FIELDS})
@@ -232,7 +218,7 @@ class TestTamperingIsCaught:
         assert result.reason == "event 17: MAC does not match (rewritten without the key?)"
 
     def test_deleting_an_event_is_caught(self, admin, cluster):
-        append(25, user=admin, target=cluster)
+        append_events(25, user=admin, target=cluster)
         tamper("DELETE FROM quotas_auditevent WHERE seq = %s", [20])
 
         result = audit_verify()
@@ -241,7 +227,7 @@ class TestTamperingIsCaught:
         assert result.reason == "event 20: missing (deleted?)"
 
     def test_deleting_the_newest_events_is_caught_by_the_head(self, admin, cluster):
-        append(10, user=admin, target=cluster)
+        append_events(10, user=admin, target=cluster)
         tamper("DELETE FROM quotas_auditevent WHERE seq > %s", [7])
 
         result = audit_verify()
@@ -249,7 +235,7 @@ class TestTamperingIsCaught:
         assert (result.first_broken_seq, result.reason) == (8, "event 8: missing (deleted?)")
 
     def test_deleting_the_oldest_event_is_caught(self, admin, cluster):
-        append(3, user=admin, target=cluster)
+        append_events(3, user=admin, target=cluster)
         tamper("DELETE FROM quotas_auditevent WHERE seq = %s", [1])
 
         assert audit_verify().reason == "event 1: missing (deleted?)"
@@ -258,7 +244,7 @@ class TestTamperingIsCaught:
 @pytest.mark.django_db
 class TestAppendOnly:
     def test_orm_update_is_refused(self, admin, cluster):
-        append(3, user=admin, target=cluster)
+        append_events(3, user=admin, target=cluster)
         with pytest.raises(IntegrityError, match="append-only"), transaction.atomic():
             AuditEvent.objects.filter(seq=2).update(comment="rewritten")
         event = AuditEvent.objects.get(seq=2)
@@ -268,7 +254,7 @@ class TestAppendOnly:
         assert audit_verify().ok
 
     def test_orm_delete_is_refused(self, admin, cluster):
-        append(3, user=admin, target=cluster)
+        append_events(3, user=admin, target=cluster)
         with pytest.raises(IntegrityError, match="append-only"), transaction.atomic():
             AuditEvent.objects.get(seq=2).delete()
         with pytest.raises(IntegrityError, match="append-only"), transaction.atomic():
@@ -276,7 +262,7 @@ class TestAppendOnly:
         assert AuditEvent.objects.count() == 3
 
     def test_emptying_the_log_is_refused_or_caught(self, admin, cluster):
-        append(3, user=admin, target=cluster)
+        append_events(3, user=admin, target=cluster)
         if connection.vendor == "postgresql":
             with pytest.raises(IntegrityError, match="append-only"), transaction.atomic():
                 AuditEvent.objects.all().delete()
@@ -286,7 +272,7 @@ class TestAppendOnly:
             assert audit_verify().reason == "event 1: missing (deleted?)"
 
     def test_tampering_helper_puts_the_triggers_back(self, admin, cluster):
-        append(2, user=admin, target=cluster)
+        append_events(2, user=admin, target=cluster)
         tamper("UPDATE quotas_auditevent SET comment = 'x' WHERE seq = %s", [1])
         with pytest.raises(IntegrityError), transaction.atomic():
             AuditEvent.objects.filter(seq=2).update(comment="y")
@@ -333,7 +319,7 @@ def test_concurrent_appends_keep_one_chain(admin, cluster):
 @pytest.mark.django_db
 class TestVerifyCommand:
     def test_reports_ok_with_the_count(self, admin, cluster):
-        append(4, user=admin, target=cluster)
+        append_events(4, user=admin, target=cluster)
         out = io.StringIO()
         call_command("verify_audit_chain", stdout=out)
         assert out.getvalue().strip() == "audit chain OK: 4 events, 0 anchors match"
@@ -345,7 +331,7 @@ class TestVerifyCommand:
         assert "no anchors to compare with" in err.getvalue()
 
     def test_reports_the_first_broken_event_and_exits_1(self, admin, cluster):
-        append(5, user=admin, target=cluster)
+        append_events(5, user=admin, target=cluster)
         tamper("UPDATE quotas_auditevent SET target_repr = 'other' WHERE seq = %s", [3])
 
         with pytest.raises(CommandError) as caught:
@@ -368,7 +354,7 @@ class TestCsvExport:
     url = reverse("audit-export")
 
     def test_admin_gets_every_event_in_chain_order(self, client, admin, cluster):
-        events = append(3, user=admin, target=cluster)
+        events = append_events(3, user=admin, target=cluster)
         client.force_login(admin)
 
         rows = read_csv(client.get(self.url))
@@ -383,7 +369,7 @@ class TestCsvExport:
         assert first["created_at"] == events[0].created_at.isoformat(timespec="microseconds")
 
     def test_auditor_may_export(self, client, auditor, admin, cluster):
-        append(1, user=admin, target=cluster)
+        append_events(1, user=admin, target=cluster)
         client.force_login(auditor)
         assert len(read_csv(client.get(self.url))) == 2
 
@@ -397,7 +383,7 @@ class TestCsvExport:
         assert response.url.startswith(reverse("login"))
 
     def test_filters_by_action_and_day(self, client, admin, cluster):
-        append(2, user=admin, target=cluster)
+        append_events(2, user=admin, target=cluster)
         audit_record(acting_user=admin, action="cluster.sync_mode", target=cluster)
         tamper(
             "UPDATE quotas_auditevent SET created_at = %s WHERE seq = 1",
@@ -491,7 +477,7 @@ class TestWipedOrRewrittenLog:
         self, settings, admin, cluster
     ):
         settings.AUDIT_MAC_KEY = KEY
-        append(20, user=admin, target=cluster)
+        append_events(20, user=admin, target=cluster)
         rewrite_from(17, comment="nothing to see")
 
         # The chain itself is consistent again: only the MAC shows the rewrite.
@@ -503,7 +489,7 @@ class TestWipedOrRewrittenLog:
 
     def test_a_rewrite_with_macs_of_another_key_is_caught(self, settings, admin, cluster):
         settings.AUDIT_MAC_KEY = KEY
-        append(5, user=admin, target=cluster)
+        append_events(5, user=admin, target=cluster)
         rewrite_from(2, comment="forged", mac_secret=b"the attacker's own key")
 
         result = audit_verify()
@@ -511,7 +497,7 @@ class TestWipedOrRewrittenLog:
         assert (result.ok, result.first_broken_seq) == (False, 2)
 
     def test_a_wiped_log_and_head_are_caught_by_the_anchors(self, anchor_file, admin, cluster):
-        append(5, user=admin, target=cluster)
+        append_events(5, user=admin, target=cluster)
         audit_anchor_write(reason="test")
         wipe()
 
@@ -523,7 +509,7 @@ class TestWipedOrRewrittenLog:
 
     @pytest.mark.skipif(connection.vendor != "postgresql", reason="TRUNCATE is PostgreSQL's")
     def test_truncate_on_postgresql_is_caught_by_the_anchors(self, anchor_file, admin, cluster):
-        append(3, user=admin, target=cluster)
+        append_events(3, user=admin, target=cluster)
         audit_anchor_write(reason="test")
         with connection.cursor() as cursor:
             # No row trigger fires on TRUNCATE: the database lets it through.
@@ -538,7 +524,7 @@ class TestWipedOrRewrittenLog:
     def test_events_cut_from_the_end_with_the_head_rewound_are_caught(
         self, anchor_file, admin, cluster
     ):
-        append(8, user=admin, target=cluster)
+        append_events(8, user=admin, target=cluster)
         audit_anchor_write(reason="test")
         kept = AuditEvent.objects.get(seq=5)
         tamper("DELETE FROM quotas_auditevent WHERE seq > %s", [5])
@@ -552,7 +538,7 @@ class TestWipedOrRewrittenLog:
     def test_a_rewrite_with_a_stolen_key_is_caught_by_the_anchors(
         self, anchor_file, admin, cluster
     ):
-        append(6, user=admin, target=cluster)
+        append_events(6, user=admin, target=cluster)
         audit_anchor_write(reason="test")
         rewrite_from(3, comment="forged", mac_secret=audit_mac_key().secret)
         assert audit_verify().ok  # with the key, the rewrite is perfect...
@@ -564,11 +550,11 @@ class TestWipedOrRewrittenLog:
         assert result.reason.endswith("(rewritten?)")
 
     def test_anchors_that_still_match_verify(self, anchor_file, admin, cluster):
-        append(3, user=admin, target=cluster)
+        append_events(3, user=admin, target=cluster)
         audit_anchor_write(reason="test")
-        append(2, user=admin, target=cluster)
+        append_events(2, user=admin, target=cluster)
         audit_anchor_write(reason="test")
-        append(1, user=admin, target=cluster)  # after the last anchor: fine
+        append_events(1, user=admin, target=cluster)  # after the last anchor: fine
 
         assert verify_command() == (0, "audit chain OK: 6 events, 2 anchors match")
 
@@ -578,7 +564,7 @@ class TestWipedOrRewrittenLog:
         settings.AUDIT_MAC_KEY = KEY
         settings.AUDIT_ANCHOR_FILE = ""
         caplog.set_level(logging.INFO, logger="quotas.audit.anchor")
-        append(4, user=admin, target=cluster)
+        append_events(4, user=admin, target=cluster)
         audit_anchor_write(reason="beat")
         shipped = tmp_path / "portal.log"
         shipped.write_text(
@@ -595,7 +581,7 @@ class TestWipedOrRewrittenLog:
         assert verify_command("--anchors", str(shipped))[0] == 1
 
     def test_an_edited_anchor_file_is_refused(self, anchor_file, admin, cluster):
-        append(2, user=admin, target=cluster)
+        append_events(2, user=admin, target=cluster)
         audit_anchor_write(reason="test")
         with anchor_file.open("a") as fh:
             fh.write("{not json\n")
@@ -607,9 +593,9 @@ class TestWipedOrRewrittenLog:
 
     def test_rotated_keys_verify_with_the_previous_key_listed(self, settings, admin, cluster):
         settings.AUDIT_MAC_KEY = "old-" + KEY
-        append(2, user=admin, target=cluster)
+        append_events(2, user=admin, target=cluster)
         settings.AUDIT_MAC_KEY = "new-" + KEY
-        append(1, user=admin, target=cluster)
+        append_events(1, user=admin, target=cluster)
 
         result = audit_verify()
         assert result.first_broken_seq == 1
@@ -631,12 +617,12 @@ class TestWipedOrRewrittenLog:
             settings.AUDIT_MAC_KEY = key
             live = audit_mac_key()
             assert mac_migration._mac_key() == (live.key_id, live.secret)
-        (event,) = append(1, user=admin, target=cluster)
+        (event,) = append_events(1, user=admin, target=cluster)
         assert mac_migration._event_mac(audit_mac_key().secret, event.hash) == event.mac
 
     def test_the_migration_macs_events_written_before_the_mac(self, settings, admin, cluster):
         settings.AUDIT_MAC_KEY = KEY
-        append(4, user=admin, target=cluster)
+        append_events(4, user=admin, target=cluster)
         tamper("UPDATE quotas_auditevent SET mac = '', mac_key_id = ''", [])
         assert not audit_verify().ok
 
@@ -652,7 +638,7 @@ class TestAnchorWriting:
     def test_beat_appends_one_json_line_per_anchor(self, anchor_file, admin, cluster):
         anchor_audit_log()  # an empty log: nothing to anchor
         assert not anchor_file.exists()
-        events = append(3, user=admin, target=cluster)
+        events = append_events(3, user=admin, target=cluster)
 
         anchor_audit_log()
         anchor_audit_log()
@@ -667,7 +653,7 @@ class TestAnchorWriting:
         self, settings, admin, cluster, caplog, tmp_path
     ):
         settings.AUDIT_ANCHOR_FILE = str(tmp_path / "missing-dir" / "anchors")
-        append(1, user=admin, target=cluster)
+        append_events(1, user=admin, target=cluster)
         assert audit_anchor_write(reason="beat").seq == 1
         assert "cannot append to" in caplog.text
 
@@ -753,7 +739,7 @@ def test_the_demo_anchors_in_its_var_dir_by_default(tmp_path):
 @pytest.mark.django_db
 def test_an_anchor_file_it_creates_is_the_owners_alone(settings, tmp_path, admin, cluster):
     settings.AUDIT_ANCHOR_FILE = str(tmp_path / "audit-anchors.jsonl")
-    append(2, user=admin, target=cluster)
+    append_events(2, user=admin, target=cluster)
     anchor_audit_log()
     mode = stat.S_IMODE((tmp_path / "audit-anchors.jsonl").stat().st_mode)
     assert mode == 0o600, oct(mode)

@@ -50,9 +50,9 @@ def app_role(transactional_db):
 
 @postgresql_only
 def test_the_documented_grants_pass_the_check(app_role, admin, cluster):
-    from tests.quotas.test_audit import append
+    from tests.support.audit import append_events
 
-    append(2, user=admin, target=cluster)
+    append_events(2, user=admin, target=cluster)
     report = audit_grants_check(app_role)
     assert report.problems == []
     assert report.ok and report.role.startswith("portal_app_test_")

@@ -8,8 +8,8 @@ from django.test.utils import CaptureQueriesContext
 
 from quotas.models import Team, TeamMembership
 from quotas.selectors import team_ids_of
-from tests.conftest import make_user
-from tests.overview_world import grow_world
+from tests.support.people import make_user
+from tests.support.worlds import grow_world
 from usage.suggestion_selectors import suggestion_requestable_by
 
 pytestmark = pytest.mark.django_db

@@ -5,7 +5,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from quotas.roles import PLATFORM_ADMINS, is_platform_admin, platform_admins
-from tests.conftest import make_user
+from tests.support.people import make_user
 
 pytestmark = pytest.mark.django_db
 

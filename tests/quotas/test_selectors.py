@@ -12,7 +12,7 @@ from quotas.selectors import (
     teams_requestable_by,
     teams_visible_to,
 )
-from tests.conftest import make_user
+from tests.support.people import make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -14,8 +14,8 @@ from django.urls import reverse
 from approvals.models import QuotaRequest
 from quotas.audit.chain import audit_record
 from quotas.models import AuditEvent, TeamMembership
-from tests.conftest import make_user
-from tests.overview_world import grow_world
+from tests.support.people import make_user
+from tests.support.worlds import grow_world
 
 pytestmark = pytest.mark.django_db
 URL = "/audit/"

@@ -14,9 +14,8 @@ from quotas.models import Allocation, ClusterCapacity, Resource
 from quotas.rules import RULE_WHOLE_UNITS, AllocationFacts, check_plan
 from quotas.selectors import cluster_facts
 from quotas.services import allocation_set
-from tests.approvals.conftest import new_request
-from tests.approvals.test_api import as_user, body
-from tests.approvals.test_views import line_data
+from tests.support.api import as_user, body
+from tests.support.requests import line_data, new_request
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,6 @@ its own namespaces (``ControlPlane.reset``)."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,17 @@ import pytest
 from controlplane.launcher import ControlPlane, available
 
 ENABLE_HINT = "real control plane not built: `make controlplane` (needs Go 1.26) enables tests/real"
+
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """Every test here is CI-only (make test-ci, not make test), marked before -m selects."""
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.ci_only)
 
 
 def pytest_report_header(config) -> str | None:
@@ -63,27 +73,3 @@ def on_real_cluster(real_cluster):
         return cluster
 
     return point
-
-
-def poll(what: str, check, timeout: float = 60, interval: float = 0.5):
-    """``check()``'s first truthy answer, asked every ``interval`` seconds; fails naming
-    ``what`` after ``timeout`` seconds. The control plane acts asynchronously (controllers,
-    schedulers, and the API server loading admission policies), so tests wait for effects."""
-    deadline = time.monotonic() + timeout
-    while True:
-        answer = check()
-        if answer:
-            return answer
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
-
-
-def sync_now(cluster, trigger: str = "reconcile"):
-    """One sync of ``cluster`` in this process (the portal's real sync code and client); the
-    run, refreshed. A reconcile compares every object; "change" only what changed."""
-    from quotas.kube.sync import cluster_sync
-
-    run = cluster_sync(cluster_id=cluster.pk, trigger=trigger, worker="tests-real")
-    run.refresh_from_db()
-    return run

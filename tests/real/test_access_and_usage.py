@@ -21,7 +21,8 @@ from quotas.services import (
     priority_class_delete_problems,
     priority_class_save,
 )
-from tests.real.conftest import poll, sync_now
+from tests.support.real import sync_now
+from tests.support.waiting import poll
 from usage.cluster import usage_collect_cluster
 from usage.models import UsageSample
 

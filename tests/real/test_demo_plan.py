@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 
 from quotas.models import Cluster, SyncRun
-from tests.real.conftest import sync_now
+from tests.support.real import sync_now
 
 pytestmark = pytest.mark.django_db
 

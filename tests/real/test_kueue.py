@@ -13,7 +13,7 @@ import pytest
 
 from quotas.models import Cluster, ClusterCapacity, Resource, SyncRun, Team, TeamNamespace
 from quotas.services import allocation_set
-from tests.real.conftest import sync_now
+from tests.support.real import sync_now
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,8 @@ from django.core.management import call_command
 
 from quotas.models import Allocation, Cluster, Resource, TeamNamespace
 from quotas.services import allocation_set, cluster_plan_touch
-from tests.real.conftest import poll, sync_now
+from tests.support.real import sync_now
+from tests.support.waiting import poll
 
 pytestmark = pytest.mark.django_db
 

@@ -12,17 +12,22 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.portal.test_run_portal import _kubectl, _port_open, _ports, _start
-from tests.real.conftest import poll
+from tests.support.portal_process import (
+    port_open,
+    run_kubectl,
+    start_run_portal,
+    web_and_sandbox_ports,
+)
+from tests.support.waiting import poll
 
 BANNER = "GPU work submitted to the real control plane"
 
 
 def test_run_real_runs_the_demo_on_the_real_control_plane_and_stops_it(control_plane, tmp_path):
-    port, sandbox_port = _ports()
+    port, sandbox_port = web_and_sandbox_ports()
     log_path = tmp_path / "run.log"
     log = log_path.open("w+")
-    proc = _start(
+    proc = start_run_portal(
         tmp_path,
         "--real-cluster",
         "--port",
@@ -40,7 +45,9 @@ def test_run_real_runs_the_demo_on_the_real_control_plane_and_stops_it(control_p
         assert stat.S_IMODE(kubeconfig.stat().st_mode) == 0o600
         # The portal pushed the approved quota there (a sync by the run's worker) ...
         quotas = json.loads(
-            _kubectl(kubeconfig, "get", "resourcequotas", "-A", "-o", "json", home=tmp_path).stdout
+            run_kubectl(
+                kubeconfig, "get", "resourcequotas", "-A", "-o", "json", home=tmp_path
+            ).stdout
         )
         hard = {
             (q["metadata"]["namespace"], q["metadata"]["name"]): q["spec"]["hard"]
@@ -50,7 +57,7 @@ def test_run_real_runs_the_demo_on_the_real_control_plane_and_stops_it(control_p
 
         # ... and the GPU work runs on the fake nodes.
         def running_pretrain() -> bool:
-            listed = _kubectl(kubeconfig, "get", "pods", "-A", "-o", "json", home=tmp_path)
+            listed = run_kubectl(kubeconfig, "get", "pods", "-A", "-o", "json", home=tmp_path)
             pods = json.loads(listed.stdout)["items"] if listed.returncode == 0 else []
             return [
                 p["status"].get("phase")
@@ -72,6 +79,6 @@ def test_run_real_runs_the_demo_on_the_real_control_plane_and_stops_it(control_p
     assert "Stopped." in output
     api_port = int(server.group(1).rsplit(":", 1)[1])
     deadline = time.monotonic() + 30
-    while _port_open(api_port) or _port_open(port):
+    while port_open(api_port) or port_open(port):
         assert time.monotonic() < deadline, "the control plane or web outlived run_portal"
         time.sleep(0.5)

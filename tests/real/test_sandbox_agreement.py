@@ -33,7 +33,7 @@ from quotas.kube.render import (
     render_priority_classes,
     render_resource_quotas,
 )
-from tests.real.conftest import poll
+from tests.support.waiting import poll
 
 ADMITTED = "admitted"
 DEADLINE = 120  # seconds; another control plane may share the machine's two cores

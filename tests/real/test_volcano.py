@@ -10,7 +10,8 @@ import pytest
 from django.core.management import call_command
 
 from quotas.models import Cluster, SyncRun, Team
-from tests.real.conftest import poll, sync_now
+from tests.support.real import sync_now
+from tests.support.waiting import poll
 
 pytestmark = pytest.mark.django_db
 

@@ -18,7 +18,8 @@ from controlplane.launcher import RUNS_FOR_ANNOTATION
 from portal.celery import app
 from portal.tokens import api_token_create
 from quotas.models import Cluster, SyncRun
-from tests.real.conftest import poll, sync_now
+from tests.support.real import sync_now
+from tests.support.waiting import poll
 
 TEAM_A = "team-a-training"
 TEAM_C = "team-c-dev"

@@ -48,7 +48,7 @@ def soak_parts():
         pytest.skip(message)
 
 
-@pytest.mark.slow
+@pytest.mark.ci_only
 def test_a_short_soak_with_every_fault_passes_every_invariant(soak_parts, tmp_path):
     databases_before = _soak_databases()
     results = tmp_path / "results.json"

@@ -8,8 +8,8 @@ from urllib.parse import urlparse
 import pytest
 from playwright.sync_api import expect
 
-from tests.approvals.conftest import new_request
-from tests.ui.test_csp_ui import watch_csp
+from tests.support.browser import watch_csp
+from tests.support.requests import new_request
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

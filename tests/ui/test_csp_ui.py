@@ -10,26 +10,9 @@ from playwright.sync_api import expect
 
 from approvals.models import QuotaRequest
 from portal.models import ApiToken
+from tests.support.browser import watch_csp
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def watch_csp(page) -> list[str]:
-    """Every CSP violation the page reports, from the console and the DOM event."""
-    violations: list[str] = []
-    page.on(
-        "console",
-        lambda msg: (
-            violations.append(f"console: {msg.text}")
-            if re.search(r"Content Security Policy|Refused to", msg.text)
-            else None
-        ),
-    )
-    page.add_init_script(
-        "document.addEventListener('securitypolicyviolation', (e) =>"
-        " console.error('Refused to load: CSP ' + e.violatedDirective + ' ' + e.blockedURI));"
-    )
-    return violations
 
 
 def test_no_page_violates_the_content_security_policy(

@@ -6,9 +6,9 @@ import pytest
 from playwright.sync_api import expect
 
 from quotas.models import TeamMembership
-from tests.conftest import make_user
-from tests.overview_world import grow_world
-from tests.ui.test_csp_ui import watch_csp
+from tests.support.browser import watch_csp
+from tests.support.people import make_user
+from tests.support.worlds import grow_world
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -6,7 +6,6 @@ a changed amount; the worker applies it; the quota is in the cluster and the pag
 Run three times: in English, in Simplified Chinese (the browser's Accept-Language picks it) and
 on a 390 px phone screen. Every step leaves a screenshot in tests/ui/artifacts/."""
 
-import time
 from decimal import Decimal
 
 import pytest
@@ -18,8 +17,9 @@ from playwright.sync_api import expect
 from approvals.models import QuotaRequest
 from portal.celery import app
 from quotas.models import Allocation, Cluster
-from tests.conftest import api_client_for
-from tests.overview_world import _usage
+from tests.support.kube import api_client_for
+from tests.support.waiting import poll
+from tests.support.worlds import add_usage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,12 +52,7 @@ def _fits(page, variant: dict) -> None:
 
 
 def _wait_for(predicate, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError("timed out")
+    poll("the request's next status", predicate, timeout, 0.05)
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
@@ -70,7 +65,7 @@ def test_lead_asks_admin_approves_worker_applies(
     )
     ns = plan["team-c"]
     Cluster.objects.filter(pk=ns.cluster_id).update(sandbox_url=kube_sandbox.url)
-    _usage(ns, gpu)  # the dashboard's chart draws from the usage rollups
+    add_usage(ns, gpu)  # the dashboard's chart draws from the usage rollups
     app.loader.import_module("celery.contrib.testing.tasks")
     lead_context, lead = _login(browser, live_server, variant, "lead-c")
     admin_context, admin_page = _login(browser, live_server, variant, "admin")

@@ -7,6 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from approvals.models import QuotaRequest
+from tests.support.browser import live_check_answered
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -188,7 +189,8 @@ def test_typing_an_impossible_value_shows_the_servers_message_without_submitting
 
     # A guarantee above the cap: the server's own words, next to the field, as one types.
     guarantee = row.locator("input[name=lines-0-guarantee]")
-    guarantee.fill("5")
+    with live_check_answered(lead, {"lines-0-guarantee": "5", "lines-0-cap": "4"}):
+        guarantee.fill("5")
     message = lead.locator("#id_lines-0-guarantee_error")
     expect(message).to_have_text(
         "lines[0].guarantee: guarantee 5 exceeds cap 4 for team-c-dev nvidia.com/gpu "
@@ -202,8 +204,9 @@ def test_typing_an_impossible_value_shows_the_servers_message_without_submitting
     assert not QuotaRequest.objects.exists()
 
     # A plan rule: the cap above half the cluster, with the impact of what was typed.
-    guarantee.fill("3")
-    row.locator("input[name=lines-0-cap]").fill("9")
+    with live_check_answered(lead, {"lines-0-guarantee": "3", "lines-0-cap": "9"}):
+        guarantee.fill("3")
+        row.locator("input[name=lines-0-cap]").fill("9")
     expect(lead.locator("#id_lines-0-cap_error")).to_have_text(
         "cap 9 exceeds 50% of cluster demo capacity 16 nvidia.com/gpu (max 8)"
     )
@@ -215,7 +218,8 @@ def test_typing_an_impossible_value_shows_the_servers_message_without_submitting
     lead.screenshot(path=str(artifacts / "request-live-check.png"), full_page=True)
 
     # Fixed: no error left, the policy says who must approve; still nothing saved.
-    row.locator("input[name=lines-0-cap]").fill("6")
+    with live_check_answered(lead, {"lines-0-guarantee": "3", "lines-0-cap": "6"}):
+        row.locator("input[name=lines-0-cap]").fill("6")
     expect(lead.locator("#id_lines-0-cap_error")).to_have_count(0)
     expect(lead.locator("[data-testid=impact-policy]")).to_have_text(
         re.compile("Needs the approval of 1 platform admin.")

@@ -5,7 +5,7 @@ import pytest
 from playwright.sync_api import expect
 
 from approvals.models import QuotaRequest
-from tests.usage.suggestions.conftest import june_suggestions_create, june_usage_create
+from tests.support.usage import june_suggestions_create, june_usage_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

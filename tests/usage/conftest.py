@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import free_port
+from tests.support.net import free_port
 
 PROMETHEUS = os.environ.get("PORTAL_PROMETHEUS", "prometheus")
 PROMTOOL = os.environ.get("PORTAL_PROMTOOL", "promtool")

@@ -140,7 +140,7 @@ def test_backfill_errors_name_the_option(cluster):
 
 @pytest.mark.django_db
 def test_unreachable_or_refusing_prometheus_is_a_clear_error(prometheus_with, cluster, alloc_a):
-    from tests.conftest import free_port
+    from tests.support.net import free_port
 
     down = PrometheusClient(f"http://127.0.0.1:{free_port()}", timeout=2)
     with pytest.raises(PrometheusError, match="ConnectionError"):

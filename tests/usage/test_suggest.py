@@ -1,13 +1,14 @@
 """Suggestion maths, hand-checked: flat, spiky, inference against training, growing, idle,
 over-subscribed guarantees, thin data, no data; and every suggestion passes the plan rules."""
 
-from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal
 
 import pytest
 
 from quotas.rules import AllocationFacts, ClusterFacts, UsageFacts, check_plan
+from tests.support.usage import JUNE_PERIOD as JUNE
+from tests.support.usage import Day, days
 from usage import selectors
 from usage.suggest import (
     FLAG_BELOW_FLOOR,
@@ -29,41 +30,8 @@ from usage.suggest import (
 
 D = Decimal
 NONE = Decimal(0)
-JUNE = Period(start=date(2025, 6, 1), end=date(2025, 6, 30), today=date(2025, 7, 1))
 FEB = Period(start=date(2025, 2, 1), end=date(2025, 2, 28), today=date(2025, 3, 1))
 SHARE = D("0.5")
-
-
-@dataclass(frozen=True)
-class Day:
-    day: date
-    peak: Decimal
-    p95: Decimal
-    mean: Decimal
-    samples: int = 288
-    utilization_mean: Decimal | None = None
-    gpu_hours: Decimal = NONE
-    borrowed_gpu_hours: Decimal = NONE
-    idle_guaranteed_gpu_hours: Decimal = NONE
-    pending_peak: Decimal = NONE
-    pending_wait_seconds: int | None = None
-    pending_wait_mean_seconds: int | None = None
-    evictions: int = 0
-
-
-def days(period: Period, n: int | None = None, **figures) -> list[Day]:
-    count = n if n is not None else period.days
-    return [
-        Day(
-            day=period.start + timedelta(i),
-            peak=D(figures.get("peak", 0)),
-            p95=D(figures.get("p95", figures.get("peak", 0))),
-            mean=D(figures.get("mean", figures.get("peak", 0))),
-            gpu_hours=D(figures.get("mean", figures.get("peak", 0))) * 24,
-            utilization_mean=figures.get("utilization"),
-        )
-        for i in range(count)
-    ]
 
 
 def usage(days_, *, ns="team-a", wc="training", g=0, c=0, kind="gpu") -> AllocationUsage:

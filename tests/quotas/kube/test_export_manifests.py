@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from kubesandbox import SandboxServer
 from kubesandbox.schemas import validate_object
 from quotas.kube.render import MANAGED_BY_LABEL
-from tests.kubesandbox.test_sandbox_kubectl import kubectl_binary
+from tests.support.kube import kubectl_binary
 
 pytestmark = pytest.mark.django_db
 

@@ -26,7 +26,7 @@ from quotas.kube.render import (
     render_namespace,
     render_per_pod_max_policy,
 )
-from tests.quotas.kube.test_render import (
+from tests.support.plans import (
     ALL_BACKENDS,
     CPU,
     GPU,

@@ -9,7 +9,7 @@ from quotas.kube.render import (
     render_cluster,
     render_volcano_queue_policy,
 )
-from tests.quotas.kube.test_render import seed_plan
+from tests.support.plans import seed_plan
 
 
 def test_no_volcano_no_queue_policy():

@@ -31,7 +31,7 @@ from quotas.services import (
     cluster_sync_request,
     team_namespace_set_shadow,
 )
-from tests.conftest import api_client_for
+from tests.support.kube import api_client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -390,32 +390,37 @@ def test_a_run_left_running_by_a_dead_worker_is_closed_by_the_next_sync(demo):
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="cuts its own PostgreSQL session")
 @pytest.mark.django_db(transaction=True)
-def test_a_sync_cut_off_from_the_database_still_releases_its_lease(demo, monkeypatch):
+def test_a_sync_cut_off_from_the_database_still_releases_its_lease(demo):
     """The database drops the sync's session after the writes (a failover): the run cannot be
     recorded, but the lease is released on a new connection, so the retry syncs at once
-    instead of waiting out SYNC_LEASE_SECONDS."""
+    instead of waiting out SYNC_LEASE_SECONDS. The session is terminated for real, by the
+    server, just before the sync records the results of its writes (Django's execute_wrapper
+    sees that statement)."""
     import contextlib
 
     from django.db import InterfaceError, OperationalError
 
-    from quotas.kube import sync as sync_module
-    from quotas.models import SyncLease
+    from quotas.models import SyncLease, SyncObjectResult
 
     cluster = demo["demo"]
-    real = sync_module._run_syncer
+    recording = f'INSERT INTO "{SyncObjectResult._meta.db_table}"'
+    cut = []
 
-    def cut_off(**kwargs):
-        outcome = real(**kwargs)
-        with contextlib.suppress(OperationalError), connection.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
-        return outcome
+    def cut_off_before_recording(execute, sql, params, many, context):
+        if sql.startswith(recording) and not cut:
+            cut.append(sql)
+            with contextlib.suppress(OperationalError), connection.cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        return execute(sql, params, many, context)
 
-    monkeypatch.setattr(sync_module, "_run_syncer", cut_off)
-    with pytest.raises((OperationalError, InterfaceError)):
+    with (
+        connection.execute_wrapper(cut_off_before_recording),
+        pytest.raises((OperationalError, InterfaceError)),
+    ):
         sync(cluster)
+    assert cut, "the sync recorded no result"
     lease = SyncLease.objects.get(cluster=cluster)
     assert (lease.holder, lease.expires_at) == ("", None)
-    monkeypatch.undo()
     assert sync(cluster).status == SyncRun.Status.SUCCEEDED
 
 

@@ -2,18 +2,10 @@
 filters by cluster, team and month, invalid values refused naming the parameter."""
 
 import pytest
-from rest_framework.test import APIClient
 
-from portal.tokens import api_token_create
+from tests.support.api import as_user
 
 pytestmark = pytest.mark.django_db
-
-
-def as_user(user) -> APIClient:
-    _, token = api_token_create(user=user, name="test")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
 
 
 def test_a_lead_sees_the_suggestions_of_their_team_only(june_suggestions, lead_a, admin):

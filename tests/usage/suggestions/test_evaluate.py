@@ -9,12 +9,12 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from quotas.models import Cluster
+from tests.support.usage import JUNE_PERIOD as JUNE
+from tests.support.usage import days
 from usage.evaluate import Plan, plan_equal_split, plan_seed_rule, score_plan
 from usage.management.commands.evaluate_suggestions import run_evaluation
 from usage.models import UsageSample
 from usage.suggest import AllocationUsage
-
-from ..test_suggest import JUNE, days
 
 D = Decimal
 

@@ -15,10 +15,9 @@ from common.dates import parse_month
 from common.errors import ValidationFailed
 from portal.schedules import ensure_default_schedules
 from quotas.models import TeamNamespace
+from tests.support.usage import JUNE, rollup
 from usage.models import Suggestion
 from usage.suggestions import previous_month, suggestions_compute
-
-from .conftest import JUNE, rollup
 
 ROOT = Path(__file__).resolve().parents[3]
 

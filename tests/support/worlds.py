@@ -25,6 +25,8 @@ from quotas.services import allocation_set
 from usage.models import Suggestion, UsageDaily, UsageSample
 
 S = QuotaRequest.Status
+
+
 # Statuses requests cycle through: in flight first, then finished ones.
 STATUSES = [S.SUBMITTED, S.DRAFT, S.APPLIED, S.REJECTED, S.APPLYING, S.WITHDRAWN, S.EXPIRED]
 
@@ -57,7 +59,7 @@ def _cluster(i: int, gpu: Resource) -> Cluster:
     return cluster
 
 
-def _usage(ns: TeamNamespace, gpu: Resource) -> None:
+def add_usage(ns: TeamNamespace, gpu: Resource) -> None:
     now = timezone.now()
     UsageSample.objects.create(
         team_namespace=ns,
@@ -102,7 +104,7 @@ def _namespace(team: Team, cluster: Cluster, gpu: Resource, admin: User) -> Team
             acting_user=admin,
             reason="second",
         )
-        _usage(ns, gpu)
+        add_usage(ns, gpu)
         Suggestion.objects.create(
             cluster=cluster,
             team_namespace=ns,
