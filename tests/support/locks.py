@@ -1,5 +1,5 @@
 """The lock order read from the SQL PostgreSQL runs: which tables a statement locks, and a
-check that a change locks them in quotas.locks.LOCK_ORDER."""
+check that a change locks them in portal.locks.LOCK_ORDER."""
 
 import os
 import re
@@ -9,7 +9,7 @@ from django.apps import apps
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from quotas.locks import LOCK_ORDER
+from portal.locks import LOCK_ORDER
 
 RANK = {apps.get_model(label)._meta.db_table: rank for rank, label in enumerate(LOCK_ORDER)}
 LOCKING = re.compile(r'^\s*(?:UPDATE|DELETE FROM) "(\w+)"')
