@@ -9,8 +9,8 @@ import pytest
 from quotas.kube.plan import ClusterPlan
 from quotas.kube.pods import pod_amounts
 from quotas.kube.render import per_pod_max_annotation, render_cluster
-from tests.quotas.kube.test_render import ALL_BACKENDS, CPU, GPU, MEMORY, alloc, find, ns, team
-from tests.quotas.kube.test_render_per_pod_max import admit
+from tests.support.cel import admit
+from tests.support.plans import ALL_BACKENDS, CPU, GPU, MEMORY, alloc, find, ns, team
 
 G, CPU_NAME, MEM = "nvidia.com/gpu", "cpu", "memory"
 
