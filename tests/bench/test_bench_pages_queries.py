@@ -35,8 +35,8 @@ def _run(module: str, args: list[str], out: Path) -> tuple[subprocess.CompletedP
     return proc, data
 
 
-# A benchmark's run, timed (a loaded machine may answer no page in its 0.3 s): CI's, not make
-# test's.
+# A benchmark's timed run (a window in which no answer completed is measured again, longer):
+# CI's, not make test's.
 @pytest.mark.ci_only
 def test_pages_gives_latency_and_throughput_of_each_page_against_the_trivial_view(tmp_path):
     from bench.bench_pages import TARGETS, TRIVIAL
