@@ -21,7 +21,7 @@ from common.errors import NotAllowed, PermissionDenied
 from quotas.models import Allocation
 from quotas.services import allocation_set
 from quotas.texts import Text
-from tests.approvals.conftest import new_request
+from tests.support.requests import new_request
 
 pytestmark = pytest.mark.django_db
 S = QuotaRequest.Status

@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 from approvals.lifecycle import request_submit
 from quotas.roles import PLATFORM_ADMINS, ensure_role_groups
 from quotas.services import allocation_set
-from tests.approvals.conftest import new_request
+from tests.support.requests import new_request
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
