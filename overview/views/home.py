@@ -13,6 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html_join
 from django.utils.text import slugify
 from django.utils.timesince import timeuntil
 from django.utils.translation import gettext as _
@@ -45,6 +46,12 @@ def _minute(moment: datetime) -> str:
     return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M")
 
 
+_POINT_ROW = (
+    '<tr><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td>'
+    '<td class="num">{}</td></tr>'
+)
+
+
 def _charts_by_team(team_ids: list[int]) -> dict[int, list[dict]]:
     today = timezone.localdate()
     labels = _chart_labels()
@@ -61,17 +68,23 @@ def _charts_by_team(team_ids: list[int]) -> dict[int, list[dict]]:
             {
                 "id": f"team-chart-{series.team_id}-{len(team_charts)}",
                 "title": title,
-                "points": [
-                    (day.isoformat(), *map(amount_cell, amounts))
-                    for day, *amounts in zip(
-                        series.days,
-                        series.peak,
-                        series.mean,
-                        series.guarantee,
-                        series.cap,
-                        strict=True,
-                    )
-                ],
+                # The chart's figures as the rows of its table, escaped as the template would:
+                # thirty days of five cells are cheaper written here than by template tags.
+                "points_html": format_html_join(
+                    "",
+                    _POINT_ROW,
+                    (
+                        (day.isoformat(), *map(amount_cell, amounts))
+                        for day, *amounts in zip(
+                            series.days,
+                            series.peak,
+                            series.mean,
+                            series.guarantee,
+                            series.cap,
+                            strict=True,
+                        )
+                    ),
+                ),
                 "figure": team_usage_figure(series, title=title, labels=labels),
             }
         )
