@@ -170,7 +170,14 @@ def _request_list_context(request: HttpRequest) -> tuple[dict, int]:
         rows = filters.qs
         if not cleaned.get("ordering"):
             rows = rows.order_by(*_default_order(cleaned))
-    page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
+    counts = _status_counts(filters, requests_visible_to(user, scope=scope))
+    paginator = Paginator(rows, PAGE_SIZE)
+    if not errors:
+        # The rows are the counted requests of the status asked for (all: every status), so
+        # the tabs' counts give the pager's total without a count of its own.
+        status = cleaned.get("status")
+        paginator.count = counts.get(status, 0) if status else sum(counts.values())
+    page = paginator.get_page(request.GET.get("page"))
     params = request.GET.copy()
     params.pop("page", None)
     return (
@@ -180,11 +187,7 @@ def _request_list_context(request: HttpRequest) -> tuple[dict, int]:
             "page": page,
             "rows": _rows(list(page)),
             "query": params.urlencode(),
-            "tabs": _status_tabs(
-                request,
-                _status_counts(filters, requests_visible_to(user, scope=scope)),
-                request.GET.get("status", ""),
-            ),
+            "tabs": _status_tabs(request, counts, request.GET.get("status", "")),
             "is_queue": bool(cleaned.get("status") == S.SUBMITTED or cleaned.get("waiting")),
             "may_request": scope.may_request_any(),
         },
