@@ -22,7 +22,7 @@ from approvals.models import QuotaRequest
 from approvals.transitions import S, transition_refusal
 from common.errors import ApplicationError, NotAllowed, PermissionDenied
 from quotas.roles import AnyUser, is_platform_admin, sees_everything
-from quotas.selectors import team_ids_of, teams_requestable_by
+from quotas.selectors import TeamScope, team_ids_of, teams_requestable_by
 
 ACTIONS = (
     "edit",
@@ -278,17 +278,23 @@ def has_approved(user: AnyUser, request: QuotaRequest) -> bool:
 
 
 def restrict(
-    requests: QuerySet[QuotaRequest], user: AnyUser, action: str = "view"
+    requests: QuerySet[QuotaRequest],
+    user: AnyUser,
+    action: str = "view",
+    *,
+    scope: TeamScope | None = None,
 ) -> QuerySet[QuotaRequest]:
     """Of ``requests``, those the user may ``action``: view (admins and auditors every
     request, people of a team their team's), or approve (those waiting for this platform
-    admin: submitted, not their own, not approved by them yet; as ``may`` answers one)."""
+    admin: submitted, not their own, not approved by them yet; as ``may`` answers one).
+    ``scope``: the user's teams as this request read them already (quotas.selectors)."""
     if not user.is_authenticated or not user.is_active:
         return requests.none()
     if action == "view":
         if sees_everything(user):
             return requests
-        return requests.filter(team_id__in=team_ids_of(user))
+        team_ids = scope.visible_ids if scope is not None else team_ids_of(user)
+        return requests.filter(team_id__in=team_ids)
     if action == "approve":
         if not is_platform_admin(user):
             return requests.none()

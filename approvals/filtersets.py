@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import django_filters
 from django import forms
-from django.db.models import F, Min
+from django.db.models import F, Min, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -13,6 +13,7 @@ from approvals.access import restrict
 from approvals.models import QuotaRequest
 from common.filtersets import PortalFilterSet, StrictBooleanFilter, one_of
 from quotas.filtersets import cluster_filter, team_filter
+from quotas.models import Team
 from quotas.roles import is_platform_admin
 
 S = QuotaRequest.Status
@@ -164,10 +165,31 @@ class RequestFilterSet(PortalFilterSet):
             "waiting",
         ]
 
+    def __init__(self, *args, teams: QuerySet[Team] | None = None, **kwargs):
+        """``teams``: the teams ?team= chooses from, when the caller read the user's already
+        (else the teams the request's user sees)."""
+        super().__init__(*args, **kwargs)
+        if teams is not None:
+            self.filters["team"].queryset = teams
+
     def filter_queryset(self, queryset):
         queryset = super().filter_queryset(queryset)
         # A request with several lines on the cluster would be listed once per line.
         return queryset.distinct() if self.form.cleaned_data.get("cluster") else queryset
+
+    def counted_queryset(self, queryset, leave_out: tuple[str, ...]):
+        """Of ``queryset``, the requests every filter but those left out selects (the page's
+        status tabs count them), from this form as it was cleaned; None when a filter not
+        left out has an error."""
+        if not self.is_bound:
+            return queryset
+        if any(name not in leave_out for name in self.form.errors):
+            return None
+        cleaned = self.form.cleaned_data
+        for name, value in cleaned.items():
+            if name not in leave_out:
+                queryset = self.filters[name].filter(queryset, value)
+        return queryset.distinct() if cleaned.get("cluster") else queryset
 
     def filter_older_than(self, queryset, name, value):
         return queryset.filter(submitted_at__lt=timezone.now() - timedelta(days=value))

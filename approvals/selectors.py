@@ -13,15 +13,16 @@ from common.amounts import format_amount
 from quotas.kube.plan import AllocationChange, resource_plan
 from quotas.models import Allocation, AuditEvent, SyncRequest
 from quotas.roles import AnyUser
-from quotas.selectors import capacity_summary
+from quotas.selectors import TeamScope, capacity_summary
 
 BASE_FIELDS = ("guarantee", "cap", "per_pod_max", "priority_classes")
 
 
-def requests_visible_to(user: AnyUser) -> QuerySet[QuotaRequest]:
+def requests_visible_to(user: AnyUser, *, scope: TeamScope | None = None) -> QuerySet[QuotaRequest]:
     """Admins and auditors see every request; people of a team see their team's (the
-    rulebook's answer, approvals.access.restrict)."""
-    return restrict(QuotaRequest.objects.all(), user, "view")
+    rulebook's answer, approvals.access.restrict; ``scope``: the user's teams as the request
+    read them already)."""
+    return restrict(QuotaRequest.objects.all(), user, "view", scope=scope)
 
 
 def allocation_changes(lines) -> dict[tuple[int, str], list[AllocationChange]]:
@@ -130,19 +131,52 @@ def allocation_values_now(line: RequestLine) -> tuple[Allocation | None, dict]:
 # --- the request pages ------------------------------------------------------------------------
 
 
-def requests_listed_for(user: AnyUser) -> QuerySet[QuotaRequest]:
+# What a row of the request list shows and its fit check reads (approvals.validation's
+# requests_fit_problems): the other columns (findings, usage snapshots, texts, a cluster's
+# connection) are left unread.
+LISTED_REQUEST_FIELDS = (
+    "team__slug",
+    "requested_by__username",
+    "kind",
+    "status",
+    "ends_at",
+    "created_at",
+    "submitted_at",
+    "auto_approved",
+    "approvals_needed",
+)
+LISTED_LINE_FIELDS = (
+    "request_id",
+    "team_namespace__name",
+    "team_namespace__workload_class",
+    "team_namespace__cluster__name",
+    "resource__name",
+    "resource__unit",
+    "current_guarantee",
+    "current_cap",
+    "requested_guarantee",
+    "requested_cap",
+    "requested_per_pod_max",
+    "decided_guarantee",
+    "decided_cap",
+    "decided_per_pod_max",
+)
+
+
+def requests_listed_for(user: AnyUser, *, scope: TeamScope | None = None) -> QuerySet[QuotaRequest]:
     """The rows of the request list: visible requests with what a row shows, read in a fixed
     number of queries (lines with their namespaces, clusters and resources prefetched into
     each request's ``listed_lines``, a plain list: cheaper than one queryset per row)."""
     return (
-        requests_visible_to(user)
+        requests_visible_to(user, scope=scope)
         .select_related("team", "requested_by")
+        .only(*LISTED_REQUEST_FIELDS)
         .prefetch_related(
             Prefetch(
                 "lines",
-                queryset=RequestLine.objects.select_related(
-                    "team_namespace__cluster", "resource"
-                ).order_by("id"),
+                queryset=RequestLine.objects.select_related("team_namespace__cluster", "resource")
+                .only(*LISTED_LINE_FIELDS)
+                .order_by("id"),
                 to_attr="listed_lines",
             )
         )

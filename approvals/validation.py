@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from approvals.models import QuotaRequest, RequestLine
-from quotas.models import Allocation, Cluster
+from quotas.models import Allocation, Cluster, ClusterCapacity
 from quotas.rules import (
     AllocationFacts,
     ClusterFacts,
@@ -49,6 +49,17 @@ def _grant_lines(clusters: dict[int, Cluster], exclude_request_id: int | None):
         )
         .exclude(request_id=exclude_request_id)
         .select_related("team_namespace", "resource", "request")
+        # What _held and the plans read of a line (not the requests' findings or snapshots).
+        .only(
+            "team_namespace__cluster_id",
+            "team_namespace__name",
+            "team_namespace__workload_class",
+            "resource__name",
+            "request__status",
+            "current_guarantee",
+            "requested_guarantee",
+            "decided_guarantee",
+        )
         .order_by("id")
     )
 
@@ -130,9 +141,12 @@ def _load_plans(
     warnings."""
     if not resources_by_cluster:
         return {}
-    clusters = Cluster.objects.prefetch_related("capacities__resource").in_bulk(
-        list(resources_by_cluster)
-    )
+    clusters = Cluster.objects.in_bulk(list(resources_by_cluster))
+    capacities_of: dict[int, list[ClusterCapacity]] = defaultdict(list)
+    for capacity in ClusterCapacity.objects.filter(
+        cluster_id__in=list(resources_by_cluster)
+    ).select_related("resource"):
+        capacities_of[capacity.cluster_id].append(capacity)
     allocations: dict[int, dict[tuple[str, str], AllocationFacts]] = defaultdict(dict)
     current = Allocation.objects.filter(
         team_namespace__cluster_id__in=list(resources_by_cluster),
@@ -146,7 +160,7 @@ def _load_plans(
     for cluster_id in sorted(resources_by_cluster):
         cluster = clusters[cluster_id]
         plans[cluster_id] = _ClusterPlan(
-            facts=cluster_facts(cluster, list(cluster.capacities.all())),
+            facts=cluster_facts(cluster, capacities_of[cluster_id]),
             allocations=allocations[cluster_id],
             usage=tuple(typical_daily_peaks(cluster=cluster, today=timezone.localdate()))
             if with_usage

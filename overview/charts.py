@@ -20,6 +20,11 @@ MAX_SEGMENTS = 12
 # The overview's charts fill their card, with the legend below the plot.
 _LAYOUT = {**BASE_LAYOUT, "autosize": True, "legend": {"orientation": "h", "y": -0.2}}
 
+# The figures are built without plotly's check of every property and point as it is set: their
+# shape is fixed by this module (tests/overview/test_charts.py reads it), and the checks cost
+# more than the rest of a dashboard's charts. The JSON is the same.
+_UNCHECKED = {"_validate": False}
+
 DAY_MS = 86_400_000
 MAX_DAY_TICKS = 8
 
@@ -36,14 +41,15 @@ def team_usage_figure(series: UsageSeries, *, title: str, labels: dict[str, str]
     x = series.days
     return go.Figure(
         [
-            go.Scatter(x=x, y=series.peak, mode="lines+markers", name=labels["peak"]),
-            go.Scatter(x=x, y=series.mean, mode="lines", name=labels["mean"]),
+            go.Scatter(x=x, y=series.peak, mode="lines+markers", name=labels["peak"], **_UNCHECKED),
+            go.Scatter(x=x, y=series.mean, mode="lines", name=labels["mean"], **_UNCHECKED),
             go.Scatter(
                 x=x,
                 y=series.guarantee,
                 mode="lines",
                 name=labels["guarantee"],
                 line={"shape": "hv"},
+                **_UNCHECKED,
             ),
             go.Scatter(
                 x=x,
@@ -51,6 +57,7 @@ def team_usage_figure(series: UsageSeries, *, title: str, labels: dict[str, str]
                 mode="lines",
                 name=labels["cap"],
                 line={"shape": "hv", "dash": "dash"},
+                **_UNCHECKED,
             ),
         ],
         go.Layout(
@@ -59,7 +66,9 @@ def team_usage_figure(series: UsageSeries, *, title: str, labels: dict[str, str]
             xaxis=_days_axis(len(series.days)),
             yaxis={"title": {"text": series.unit}, "rangemode": "tozero"},
             height=320,
+            **_UNCHECKED,
         ),
+        **_UNCHECKED,
     )
 
 
@@ -100,6 +109,7 @@ def capacity_figure(
         barmode="stack",
         yaxis={"title": {"text": unit}, "rangemode": "tozero"},
         height=340,
+        **_UNCHECKED,
     )
     if capacity is not None:
         # A line across the whole plot, whatever the bars' width, named at its right end.
@@ -127,4 +137,8 @@ def capacity_figure(
                 "showarrow": False,
             }
         ]
-    return go.Figure([go.Bar(x=x, y=[s.guarantee, s.cap], name=s.label) for s in segments], layout)
+    return go.Figure(
+        [go.Bar(x=x, y=[s.guarantee, s.cap], name=s.label, **_UNCHECKED) for s in segments],
+        layout,
+        **_UNCHECKED,
+    )

@@ -30,6 +30,72 @@ def _with_descendants(team_ids: set[int]) -> set[int]:
     return found
 
 
+def _closure(roots: set[int], children: dict[int, set[int]]) -> set[int]:
+    """The roots and every team below them, from a map of each team's children."""
+    found = set(roots)
+    frontier = set(roots)
+    while frontier:
+        frontier = {child for team in frontier for child in children.get(team, ())} - found
+        found |= frontier
+    return found
+
+
+@dataclass(frozen=True)
+class TeamScope:
+    """The teams one user sees and may request quota for, read once for one request and passed
+    down to its reads (never kept beyond it): the same answers as ``team_ids_of``,
+    ``teams_visible_to`` and ``teams_requestable_by``, in one read of the user's memberships
+    and one per level of departments below their teams (none for platform admins)."""
+
+    # The user's own memberships, team id -> role (None: not read, for platform admins).
+    roles: dict[int, str] | None
+    # None: every team (admins and auditors see every team; admins request for every team).
+    visible_ids: frozenset[int] | None
+    requestable_ids: frozenset[int] | None
+
+    def teams_visible(self) -> QuerySet[Team]:
+        if self.visible_ids is None:
+            return Team.objects.all()
+        return Team.objects.filter(id__in=self.visible_ids)
+
+    def teams_requestable(self) -> QuerySet[Team]:
+        if self.requestable_ids is None:
+            return Team.objects.all()
+        return Team.objects.filter(id__in=self.requestable_ids)
+
+    def may_request_any(self) -> bool:
+        """Whether there is a team the user may request quota for."""
+        if self.requestable_ids is None:
+            return Team.objects.exists()
+        return bool(self.requestable_ids)  # ids of memberships' teams and their children
+
+
+def team_scope(user: AnyUser) -> TeamScope:
+    """The user's TeamScope, read now."""
+    if not user.is_authenticated or not user.is_active:
+        return TeamScope(roles={}, visible_ids=frozenset(), requestable_ids=frozenset())
+    if is_platform_admin(user):
+        return TeamScope(roles=None, visible_ids=None, requestable_ids=None)
+    roles = dict(TeamMembership.objects.filter(user=user).order_by().values_list("team_id", "role"))
+    children: dict[int, set[int]] = defaultdict(set)
+    found = set(roles)
+    frontier = set(roles)
+    while frontier:
+        rows = list(
+            Team.objects.filter(parent_id__in=frontier).order_by().values_list("parent_id", "id")
+        )
+        for parent_id, team_id in rows:
+            children[parent_id].add(team_id)
+        frontier = {team_id for _parent, team_id in rows} - found
+        found |= frontier
+    led = {team for team, role in roles.items() if role == TeamMembership.Role.LEAD}
+    return TeamScope(
+        roles=roles,
+        visible_ids=None if sees_everything(user) else frozenset(found),
+        requestable_ids=frozenset(_closure(led, children)),
+    )
+
+
 def team_ids_of(user: AnyUser, *, roles: tuple[str, ...] | None = None) -> set[int]:
     """Teams the user belongs to (optionally only with the given roles), departments expanded."""
     if not user.is_authenticated or not user.is_active:

@@ -20,7 +20,7 @@ from approvals.selectors import request_status_counts, requests_listed_for, requ
 from approvals.validation import requests_fit_problems
 from common.amounts import format_amount
 from common.choices import choice_labels
-from quotas.selectors import teams_requestable_by
+from quotas.selectors import team_scope
 
 S = QuotaRequest.Status
 PAGE_SIZE = 25
@@ -72,17 +72,11 @@ def _status_tabs(request: HttpRequest, counts: dict[str, int], current: str) -> 
     return tabs
 
 
-def _status_counts(request: HttpRequest) -> dict[str, int]:
-    """Per status, the requests the other filters select (so each tab says what it holds)."""
-    data = request.GET.copy()
-    for name in NOT_COUNTED:
-        data.pop(name, None)
-    counting = RequestFilterSet(
-        data or None, queryset=requests_visible_to(request.user), request=request
-    )
-    if counting.filter_errors():
-        return {}
-    return request_status_counts(counting.qs)
+def _status_counts(filters: RequestFilterSet, visible) -> dict[str, int]:
+    """Per status, the visible requests the other filters select (so each tab says what it
+    holds): the list's own filters, cleaned once, without the status."""
+    counted = filters.counted_queryset(visible, leave_out=NOT_COUNTED)
+    return {} if counted is None else request_status_counts(counted)
 
 
 def _plan_problems(requests: list[QuotaRequest]) -> dict[int, list[str]]:
@@ -157,8 +151,14 @@ def request_list(request: HttpRequest) -> HttpResponse:
 
 def _request_list_context(request: HttpRequest) -> tuple[dict, int]:
     user = request.user
+    # The user's teams, read once for the rows, the status counts, the team filter's choices
+    # and the "new request" link.
+    scope = team_scope(user)
     filters = RequestFilterSet(
-        request.GET or None, queryset=requests_listed_for(user), request=request
+        request.GET or None,
+        queryset=requests_listed_for(user, scope=scope),
+        request=request,
+        teams=scope.teams_visible(),
     )
     errors = filters.filter_errors()
     if errors:
@@ -170,7 +170,14 @@ def _request_list_context(request: HttpRequest) -> tuple[dict, int]:
         rows = filters.qs
         if not cleaned.get("ordering"):
             rows = rows.order_by(*_default_order(cleaned))
-    page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
+    counts = _status_counts(filters, requests_visible_to(user, scope=scope))
+    paginator = Paginator(rows, PAGE_SIZE)
+    if not errors:
+        # The rows are the counted requests of the status asked for (all: every status), so
+        # the tabs' counts give the pager's total without a count of its own.
+        status = cleaned.get("status")
+        paginator.count = counts.get(status, 0) if status else sum(counts.values())
+    page = paginator.get_page(request.GET.get("page"))
     params = request.GET.copy()
     params.pop("page", None)
     return (
@@ -180,9 +187,9 @@ def _request_list_context(request: HttpRequest) -> tuple[dict, int]:
             "page": page,
             "rows": _rows(list(page)),
             "query": params.urlencode(),
-            "tabs": _status_tabs(request, _status_counts(request), request.GET.get("status", "")),
+            "tabs": _status_tabs(request, counts, request.GET.get("status", "")),
             "is_queue": bool(cleaned.get("status") == S.SUBMITTED or cleaned.get("waiting")),
-            "may_request": teams_requestable_by(user).exists(),
+            "may_request": scope.may_request_any(),
         },
         400 if errors else 200,
     )

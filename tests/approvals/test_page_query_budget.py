@@ -10,10 +10,10 @@ pytestmark = pytest.mark.django_db
 
 # page, who: at most this many queries (session, user and groups included).
 BUDGETS = [
-    ("/", "lead_c", 15),
-    ("/requests/", "lead_c", 23),
-    ("/requests/", "admin", 15),
-    ("/requests/?status=submitted", "admin", 15),
+    ("/", "lead_c", 12),
+    ("/requests/", "lead_c", 14),
+    ("/requests/", "admin", 13),
+    ("/requests/?status=submitted", "admin", 13),
     ("/clusters/", "admin", 11),
     ("/clusters/", "lead_c", 14),
     ("/summary/", "admin", 6),

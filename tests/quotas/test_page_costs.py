@@ -1,13 +1,14 @@
 """Pages whose reads were made cheaper keep their answers: the suggestions page reads whether
 each row may become a request in one query (the same answer as suggestion_requestable_by), and
-team_ids_of reads the memberships as they are at each call (nothing is kept)."""
+team_ids_of and team_scope read the memberships as they are at each call (nothing is kept)."""
 
 import pytest
+from django.contrib.auth.models import AnonymousUser
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from quotas.models import Team, TeamMembership
-from quotas.selectors import team_ids_of
+from quotas.selectors import team_ids_of, team_scope, teams_requestable_by, teams_visible_to
 from tests.support.people import make_user
 from tests.support.worlds import grow_world
 from usage.suggestion_selectors import suggestion_requestable_by
@@ -63,3 +64,43 @@ def test_a_change_of_membership_or_team_is_seen_at_the_next_call(admin):
     assert team_ids_of(lead, roles=(TeamMembership.Role.LEAD,)) == set()  # no signal: still seen
     membership.delete()
     assert team_ids_of(lead) == set()
+
+
+def _ids(teams) -> set[int]:
+    return set(teams.values_list("pk", flat=True))
+
+
+def test_a_team_scope_gives_the_answers_of_the_team_selectors(admin, auditor):
+    """What a page reads once per request (team_scope) is what each selector would answer."""
+    department = Team.objects.create(slug="dept", name="Dept")
+    child = Team.objects.create(slug="child", name="Child", parent=department)
+    grandchild = Team.objects.create(slug="grandchild", name="Grandchild", parent=child)
+    member_team = Team.objects.create(slug="m", name="M")
+    Team.objects.create(slug="elsewhere", name="Elsewhere")
+    lead = make_user("dept-lead")
+    TeamMembership.objects.create(team=department, user=lead, role=TeamMembership.Role.LEAD)
+    TeamMembership.objects.create(team=member_team, user=lead, role=TeamMembership.Role.MEMBER)
+    member = make_user("child-member")
+    TeamMembership.objects.create(team=child, user=member, role=TeamMembership.Role.MEMBER)
+    TeamMembership.objects.create(team=member_team, user=auditor, role=TeamMembership.Role.LEAD)
+    gone = make_user("gone")
+    TeamMembership.objects.create(team=department, user=gone, role=TeamMembership.Role.LEAD)
+    gone.is_active = False
+    gone.save()
+    for user in (admin, auditor, lead, member, gone, AnonymousUser()):
+        scope = team_scope(user)
+        assert _ids(scope.teams_visible()) == _ids(teams_visible_to(user)), user
+        assert _ids(scope.teams_requestable()) == _ids(teams_requestable_by(user)), user
+        assert scope.may_request_any() == teams_requestable_by(user).exists(), user
+    scope = team_scope(lead)
+    assert scope.visible_ids == {department.pk, child.pk, grandchild.pk, member_team.pk}
+    assert scope.requestable_ids == {department.pk, child.pk, grandchild.pk}
+    assert scope.roles == {department.pk: "lead", member_team.pk: "member"}
+
+
+def test_a_team_scope_is_read_at_each_call(admin):
+    lead = make_user("lead")
+    team = Team.objects.create(slug="a", name="A")
+    assert team_scope(lead).visible_ids == set()
+    TeamMembership.objects.create(team=team, user=lead, role=TeamMembership.Role.LEAD)
+    assert team_scope(lead).requestable_ids == {team.pk}
