@@ -19,15 +19,20 @@ from quotas.roles import AnyUser, is_platform_admin, sees_everything
 from quotas.rules import AllocationFacts, ClusterFacts, Finding, check_plan, sort_findings
 
 
-def _with_descendants(team_ids: set[int]) -> set[int]:
-    """A lead of a department also sees the department's teams."""
+def _children_below(team_ids: set[int]) -> dict[int, set[int]]:
+    """Each team's children, for the teams below ``team_ids`` (one query per level)."""
+    children: dict[int, set[int]] = defaultdict(set)
     found = set(team_ids)
     frontier = set(team_ids)
     while frontier:
-        children = set(Team.objects.filter(parent_id__in=frontier).values_list("id", flat=True))
-        frontier = children - found
+        rows = list(
+            Team.objects.filter(parent_id__in=frontier).order_by().values_list("parent_id", "id")
+        )
+        for parent_id, team_id in rows:
+            children[parent_id].add(team_id)
+        frontier = {team_id for _parent, team_id in rows} - found
         found |= frontier
-    return found
+    return children
 
 
 def _closure(roots: set[int], children: dict[int, set[int]]) -> set[int]:
@@ -38,6 +43,11 @@ def _closure(roots: set[int], children: dict[int, set[int]]) -> set[int]:
         frontier = {child for team in frontier for child in children.get(team, ())} - found
         found |= frontier
     return found
+
+
+def _with_descendants(team_ids: set[int]) -> set[int]:
+    """A lead of a department also sees the department's teams."""
+    return _closure(team_ids, _children_below(team_ids))
 
 
 @dataclass(frozen=True)
@@ -77,21 +87,11 @@ def team_scope(user: AnyUser) -> TeamScope:
     if is_platform_admin(user):
         return TeamScope(roles=None, visible_ids=None, requestable_ids=None)
     roles = dict(TeamMembership.objects.filter(user=user).order_by().values_list("team_id", "role"))
-    children: dict[int, set[int]] = defaultdict(set)
-    found = set(roles)
-    frontier = set(roles)
-    while frontier:
-        rows = list(
-            Team.objects.filter(parent_id__in=frontier).order_by().values_list("parent_id", "id")
-        )
-        for parent_id, team_id in rows:
-            children[parent_id].add(team_id)
-        frontier = {team_id for _parent, team_id in rows} - found
-        found |= frontier
+    children = _children_below(set(roles))
     led = {team for team, role in roles.items() if role == TeamMembership.Role.LEAD}
     return TeamScope(
         roles=roles,
-        visible_ids=None if sees_everything(user) else frozenset(found),
+        visible_ids=None if sees_everything(user) else frozenset(_closure(set(roles), children)),
         requestable_ids=frozenset(_closure(led, children)),
     )
 
