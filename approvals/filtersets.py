@@ -5,12 +5,12 @@ from datetime import timedelta
 
 import django_filters
 from django import forms
-from django.db.models import F, Min, QuerySet
+from django.db.models import Exists, F, Min, OuterRef, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from approvals.access import restrict
-from approvals.models import QuotaRequest
+from approvals.models import QuotaRequest, RequestLine
 from common.filtersets import PortalFilterSet, StrictBooleanFilter, one_of
 from quotas.filtersets import cluster_filter, team_filter
 from quotas.models import Team
@@ -80,7 +80,7 @@ class RequestFilterSet(PortalFilterSet):
     )
     team = team_filter("team")
     team.extra["empty_label"] = _("all teams")
-    cluster = cluster_filter("lines__team_namespace__cluster")
+    cluster = cluster_filter("lines__team_namespace__cluster", method="filter_cluster")
     cluster.extra["empty_label"] = _("all clusters")
     kind = django_filters.ChoiceFilter(
         choices=QuotaRequest.Kind.choices,
@@ -172,11 +172,6 @@ class RequestFilterSet(PortalFilterSet):
         if teams is not None:
             self.filters["team"].queryset = teams
 
-    def filter_queryset(self, queryset):
-        queryset = super().filter_queryset(queryset)
-        # A request with several lines on the cluster would be listed once per line.
-        return queryset.distinct() if self.form.cleaned_data.get("cluster") else queryset
-
     def counted_queryset(self, queryset, leave_out: tuple[str, ...]):
         """Of ``queryset``, the requests every filter but those left out selects (the page's
         status tabs count them), from this form as it was cleaned; None when a filter not
@@ -189,7 +184,19 @@ class RequestFilterSet(PortalFilterSet):
         for name, value in cleaned.items():
             if name not in leave_out:
                 queryset = self.filters[name].filter(queryset, value)
-        return queryset.distinct() if cleaned.get("cluster") else queryset
+        return queryset
+
+    def filter_cluster(self, queryset, name, value):
+        """Requests with a line on the cluster, each once however many lines it has there
+        (a test of each request, not a join: the list and its counts stay one row a
+        request)."""
+        if value is None:
+            return queryset
+        return queryset.filter(
+            Exists(
+                RequestLine.objects.filter(request=OuterRef("pk"), team_namespace__cluster=value)
+            )
+        )
 
     def filter_older_than(self, queryset, name, value):
         return queryset.filter(submitted_at__lt=timezone.now() - timedelta(days=value))

@@ -75,6 +75,31 @@ class StrictBooleanFilter(django_filters.BooleanFilter):
         super().__init__(*args, **kwargs)
 
 
+class ReadOnceChoiceIterator(django_filters.fields.ModelChoiceIterator):
+    """A model filter's choices, read with one plain query when its select is drawn. Django's
+    iterator reads them through ``QuerySet.iterator()``, on PostgreSQL a server-side cursor:
+    a DECLARE, FETCH and CLOSE round trip for a select of a few teams. The form, and so its
+    field's queryset, lives for one request."""
+
+    def __iter__(self):
+        if self.field.empty_label is not None:
+            yield ("", self.field.empty_label)
+        if self.field.null_label is not None:
+            yield (self.field.null_value, self.field.null_label)
+        for obj in self.queryset:
+            yield self.choice(obj)
+
+
+class ReadOnceModelChoiceField(django_filters.fields.ModelChoiceField):
+    iterator = ReadOnceChoiceIterator
+
+
+class ModelChoiceFilter(django_filters.ModelChoiceFilter):
+    """django-filter's ModelChoiceFilter, its choices read once (ReadOnceChoiceIterator)."""
+
+    field_class = ReadOnceModelChoiceField
+
+
 class PortalFilterSet(django_filters.FilterSet):
     def get_form_class(self):
         # A filter of one value given twice (?team=a&team=b) is refused, naming it: reading

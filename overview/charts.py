@@ -1,16 +1,20 @@
-"""Chart figures of the overview pages, built with plotly's graph objects: plain functions from
-the overview reads to ``plotly.graph_objects.Figure``. The page carries each figure's JSON
+"""Chart figures of the overview pages: plain functions from the overview reads to plotly
+figures, written as plotly's figure dictionaries (``{"data": [traces], "layout": {...}}``, each
+trace with its ``type``). The page carries each figure's JSON as plotly writes it
 (``common.charts.charts_json``) and ``static/portal/usage_charts.js`` hands it to the plotly.js
-the portal serves itself. Labels come in already translated."""
+the portal serves itself. Labels come in already translated.
+
+Dictionaries rather than graph objects: building a ``plotly.graph_objects.Figure`` checks every
+property and point as it is set, which cost more than the rest of a dashboard's charts. The
+tests build each figure as a checked ``Figure`` (tests/overview/test_charts.py), so a property
+plotly does not know still fails there."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from decimal import Decimal
 
-import plotly.graph_objects as go
-
-from common.charts import BASE_LAYOUT
+from common.charts import BASE_LAYOUT, Figure
 from overview.selectors import Share, UsageSeries
 
 # A stacked bar of hundreds of teams is unreadable: the largest keep their own segment, the
@@ -19,11 +23,6 @@ MAX_SEGMENTS = 12
 
 # The overview's charts fill their card, with the legend below the plot.
 _LAYOUT = {**BASE_LAYOUT, "autosize": True, "legend": {"orientation": "h", "y": -0.2}}
-
-# The figures are built without plotly's check of every property and point as it is set: their
-# shape is fixed by this module (tests/overview/test_charts.py reads it), and the checks cost
-# more than the rest of a dashboard's charts. The JSON is the same.
-_UNCHECKED = {"_validate": False}
 
 DAY_MS = 86_400_000
 MAX_DAY_TICKS = 8
@@ -36,40 +35,44 @@ def _days_axis(days: int) -> dict:
     return {"type": "date", "tickformat": "%Y-%m-%d", "dtick": step * DAY_MS}
 
 
-def team_usage_figure(series: UsageSeries, *, title: str, labels: dict[str, str]) -> go.Figure:
+def team_usage_figure(series: UsageSeries, *, title: str, labels: dict[str, str]) -> Figure:
     """Daily peak and mean used against the guarantee and cap in force (steps)."""
     x = series.days
-    return go.Figure(
-        [
-            go.Scatter(x=x, y=series.peak, mode="lines+markers", name=labels["peak"], **_UNCHECKED),
-            go.Scatter(x=x, y=series.mean, mode="lines", name=labels["mean"], **_UNCHECKED),
-            go.Scatter(
-                x=x,
-                y=series.guarantee,
-                mode="lines",
-                name=labels["guarantee"],
-                line={"shape": "hv"},
-                **_UNCHECKED,
-            ),
-            go.Scatter(
-                x=x,
-                y=series.cap,
-                mode="lines",
-                name=labels["cap"],
-                line={"shape": "hv", "dash": "dash"},
-                **_UNCHECKED,
-            ),
+    return {
+        "data": [
+            {
+                "type": "scatter",
+                "x": x,
+                "y": series.peak,
+                "mode": "lines+markers",
+                "name": labels["peak"],
+            },
+            {"type": "scatter", "x": x, "y": series.mean, "mode": "lines", "name": labels["mean"]},
+            {
+                "type": "scatter",
+                "x": x,
+                "y": series.guarantee,
+                "mode": "lines",
+                "name": labels["guarantee"],
+                "line": {"shape": "hv"},
+            },
+            {
+                "type": "scatter",
+                "x": x,
+                "y": series.cap,
+                "mode": "lines",
+                "name": labels["cap"],
+                "line": {"shape": "hv", "dash": "dash"},
+            },
         ],
-        go.Layout(
-            _LAYOUT,
-            title={"text": title},
-            xaxis=_days_axis(len(series.days)),
-            yaxis={"title": {"text": series.unit}, "rangemode": "tozero"},
-            height=320,
-            **_UNCHECKED,
-        ),
-        **_UNCHECKED,
-    )
+        "layout": {
+            **_LAYOUT,
+            "title": {"text": title},
+            "xaxis": _days_axis(len(series.days)),
+            "yaxis": {"title": {"text": series.unit}, "rangemode": "tozero"},
+            "height": 320,
+        },
+    }
 
 
 def chart_segments(shares: Sequence[Share], *, rest_label: str) -> list[Share]:
@@ -99,21 +102,20 @@ def capacity_figure(
     capacity: Decimal | None,
     segments: Sequence[Share],
     labels: dict[str, str],
-) -> go.Figure:
+) -> Figure:
     """Two stacked bars, the sum of guarantees and the sum of caps, one segment per team,
     with the capacity as a line across: a guarantee bar above it is over-commitment."""
     x = [labels["guarantees"], labels["caps"]]
-    layout = go.Layout(
-        _LAYOUT,
-        title={"text": title},
-        barmode="stack",
-        yaxis={"title": {"text": unit}, "rangemode": "tozero"},
-        height=340,
-        **_UNCHECKED,
-    )
+    layout = {
+        **_LAYOUT,
+        "title": {"text": title},
+        "barmode": "stack",
+        "yaxis": {"title": {"text": unit}, "rangemode": "tozero"},
+        "height": 340,
+    }
     if capacity is not None:
         # A line across the whole plot, whatever the bars' width, named at its right end.
-        layout.shapes = [
+        layout["shapes"] = [
             {
                 "type": "line",
                 "xref": "paper",
@@ -125,7 +127,7 @@ def capacity_figure(
                 "line": {"color": "#b42318", "dash": "dash", "width": 2},
             }
         ]
-        layout.annotations = [
+        layout["annotations"] = [
             {
                 "xref": "paper",
                 "x": 1,
@@ -137,8 +139,9 @@ def capacity_figure(
                 "showarrow": False,
             }
         ]
-    return go.Figure(
-        [go.Bar(x=x, y=[s.guarantee, s.cap], name=s.label, **_UNCHECKED) for s in segments],
-        layout,
-        **_UNCHECKED,
-    )
+    return {
+        "data": [
+            {"type": "bar", "x": x, "y": [s.guarantee, s.cap], "name": s.label} for s in segments
+        ],
+        "layout": layout,
+    }

@@ -16,6 +16,7 @@ from drf_spectacular.utils import extend_schema_field
 
 from common.dates import day_or_none, month_or_none
 from common.filtersets import (
+    ModelChoiceFilter,
     MomentFilter,
     PortalFilterSet,
     StrictBooleanFilter,
@@ -40,9 +41,10 @@ def _teams(request) -> QuerySet[Team]:
     return teams_visible_to(request.user) if request is not None else Team.objects.none()
 
 
-def cluster_filter(field_name: str) -> django_filters.ModelChoiceFilter:
-    return django_filters.ModelChoiceFilter(
+def cluster_filter(field_name: str, **extra) -> ModelChoiceFilter:
+    return ModelChoiceFilter(
         field_name=field_name,
+        **extra,
         queryset=Cluster.objects.all(),
         to_field_name="name",
         help_text="Cluster name.",
@@ -50,8 +52,8 @@ def cluster_filter(field_name: str) -> django_filters.ModelChoiceFilter:
     )
 
 
-def team_filter(field_name: str) -> django_filters.ModelChoiceFilter:
-    return django_filters.ModelChoiceFilter(
+def team_filter(field_name: str) -> ModelChoiceFilter:
+    return ModelChoiceFilter(
         field_name=field_name,
         queryset=_teams,
         to_field_name="slug",
@@ -60,8 +62,8 @@ def team_filter(field_name: str) -> django_filters.ModelChoiceFilter:
     )
 
 
-def resource_filter(field_name: str) -> django_filters.ModelChoiceFilter:
-    return django_filters.ModelChoiceFilter(
+def resource_filter(field_name: str) -> ModelChoiceFilter:
+    return ModelChoiceFilter(
         field_name=field_name,
         queryset=Resource.objects.all(),
         to_field_name="name",
@@ -101,14 +103,14 @@ class AllocationFilterSet(PortalFilterSet):
 class TeamFilterSet(PortalFilterSet):
     """Teams: ?parent=&cluster= (teams with a namespace on the cluster)."""
 
-    parent = django_filters.ModelChoiceFilter(
+    parent = ModelChoiceFilter(
         field_name="parent",
         queryset=_teams,
         to_field_name="slug",
         help_text="Slug of the parent team (a department).",
         error_messages={"invalid_choice": "no team %(value)r among the teams you may see"},
     )
-    cluster = django_filters.ModelChoiceFilter(
+    cluster = ModelChoiceFilter(
         field_name="namespaces__cluster",
         distinct=True,
         queryset=Cluster.objects.all(),
@@ -232,7 +234,7 @@ def audit_text_filter(regex: str, what: str, **kwargs) -> django_filters.CharFil
 
 
 @extend_schema_field({"type": "string", "example": "team-a"})
-class TeamSlugFilter(django_filters.ModelChoiceFilter):
+class TeamSlugFilter(ModelChoiceFilter):
     """A team by slug, read by a method (the schema cannot guess its type from a field)."""
 
 

@@ -1,7 +1,7 @@
-"""Chart figures of the usage pages, built with plotly's graph objects: plain functions from
-the daily rollups and the allocation history to ``plotly.graph_objects.Figure``; the page
-carries their JSON (``common.charts.charts_json``) and ``static/portal/usage_charts.js`` draws
-them with the plotly.js the portal serves itself."""
+"""Chart figures of the usage pages: plain functions from the daily rollups and the allocation
+history to plotly figure dictionaries (as overview/charts.py writes them, and checked as graph
+objects by the tests); the page carries their JSON (``common.charts.charts_json``) and
+``static/portal/usage_charts.js`` draws them with the plotly.js the portal serves itself."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 
-import plotly.graph_objects as go
-
-from common.charts import BASE_LAYOUT
+from common.charts import BASE_LAYOUT, Figure
 from usage.selectors import UsageDay
 
 
@@ -37,51 +35,63 @@ def in_force(steps: Sequence[AllocationStep], day: date) -> AllocationStep | Non
 
 def usage_figures(
     *, title: str, unit: str, days: Sequence[UsageDay], steps: Sequence[AllocationStep]
-) -> list[go.Figure]:
+) -> list[Figure]:
     """Two figures of one namespace and resource: daily peak and mean allocated against the
     guarantee and cap in force; and per day the GPU-hours borrowed and the guaranteed ones idle."""
     x = [d.day for d in days]
     forced = [in_force(steps, day) for day in x]
     layout = {**BASE_LAYOUT, "yaxis": {"title": {"text": unit}, "rangemode": "tozero"}}
-    usage = go.Figure(
-        [
-            go.Scatter(x=x, y=[d.peak for d in days], mode="lines+markers", name="peak allocated"),
-            go.Scatter(x=x, y=[d.mean for d in days], mode="lines", name="mean allocated"),
-            go.Scatter(
-                x=x,
-                y=[d.pending_peak for d in days],
-                mode="lines",
-                name="pending peak",
-                line={"dash": "dot"},
+
+    def line(name: str, y: list, **style) -> dict:
+        return {"type": "scatter", "x": x, "y": y, "name": name, **style}
+
+    usage = {
+        "data": [
+            line("peak allocated", [d.peak for d in days], mode="lines+markers"),
+            line("mean allocated", [d.mean for d in days], mode="lines"),
+            line(
+                "pending peak", [d.pending_peak for d in days], mode="lines", line={"dash": "dot"}
             ),
-            go.Scatter(
-                x=x,
-                y=[s.guarantee if s else None for s in forced],
+            line(
+                "guarantee",
+                [s.guarantee if s else None for s in forced],
                 mode="lines",
-                name="guarantee",
                 line={"shape": "hv"},
             ),
-            go.Scatter(
-                x=x,
-                y=[s.cap if s else None for s in forced],
+            line(
+                "cap",
+                [s.cap if s else None for s in forced],
                 mode="lines",
-                name="cap",
                 line={"shape": "hv", "dash": "dash"},
             ),
         ],
-        go.Layout(layout, title={"text": f"{title}: usage against guarantee and cap"}, height=320),
-    )
-    hours = go.Figure(
-        [
-            go.Bar(x=x, y=[d.borrowed_gpu_hours for d in days], name="borrowed (above guarantee)"),
-            go.Bar(x=x, y=[d.idle_guaranteed_gpu_hours for d in days], name="guaranteed but idle"),
+        "layout": {
+            **layout,
+            "title": {"text": f"{title}: usage against guarantee and cap"},
+            "height": 320,
+        },
+    }
+    hours = {
+        "data": [
+            {
+                "type": "bar",
+                "x": x,
+                "y": [d.borrowed_gpu_hours for d in days],
+                "name": "borrowed (above guarantee)",
+            },
+            {
+                "type": "bar",
+                "x": x,
+                "y": [d.idle_guaranteed_gpu_hours for d in days],
+                "name": "guaranteed but idle",
+            },
         ],
-        go.Layout(
-            layout,
-            title={"text": f"{title}: borrowed and idle {unit}-hours"},
-            barmode="group",
-            yaxis={"title": {"text": f"{unit}-hours"}, "rangemode": "tozero"},
-            height=280,
-        ),
-    )
+        "layout": {
+            **layout,
+            "title": {"text": f"{title}: borrowed and idle {unit}-hours"},
+            "barmode": "group",
+            "yaxis": {"title": {"text": f"{unit}-hours"}, "rangemode": "tozero"},
+            "height": 280,
+        },
+    }
     return [usage, hours]

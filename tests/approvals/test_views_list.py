@@ -139,6 +139,32 @@ def test_counts_per_status_follow_the_other_filters(client, queue, admin):
     assert 'data-testid="count-submitted" aria-current="page"' in chosen
 
 
+def test_a_request_with_several_lines_on_the_cluster_is_listed_and_counted_once(
+    client, queue, admin, lead_a, gpu, other_cluster
+):
+    team = queue["recent"].team
+    spaces = [
+        TeamNamespace.objects.create(team=team, cluster=other_cluster, name=f"team-a-site-{i}")
+        for i in (1, 2)
+    ]
+    both = request_create(
+        team=team,
+        acting_user=lead_a,
+        justification="two sites at once",
+        lines=[LineInput(ns.pk, gpu.pk, 1, 1) for ns in spaces],
+        submit=True,
+    )
+    client.force_login(admin)
+    page = client.get("/requests/?cluster=other")
+    assert sorted(rows(page)) == sorted([queue["recent"].pk, both.pk])
+    html = page.content.decode()
+    assert re.search(r'data-testid="count-all"[^>]*>All <span class="count">2<', html)
+    assert re.search(r'data-testid="count-submitted"[^>]*>submitted <span class="count">2<', html)
+    listed = client.get("/api/v1/requests/?cluster=other").json()
+    assert listed["count"] == 2
+    assert sorted(r["id"] for r in listed["results"]) == sorted([queue["recent"].pk, both.pk])
+
+
 def test_pages_keep_the_filters(client, queue, admin, monkeypatch):
     monkeypatch.setattr(views_list, "PAGE_SIZE", 1)
     client.force_login(admin)

@@ -1,5 +1,5 @@
-"""The overview pages' chart figures: plain functions from reads to plotly figures, read here as
-the JSON the page carries."""
+"""The overview pages' chart figures: plain functions from reads to plotly figure dictionaries,
+read here as a checked plotly Figure writes them, and as the JSON the page carries."""
 
 import json
 from datetime import date
@@ -10,12 +10,13 @@ import pytest
 from common.charts import charts_json
 from overview.charts import MAX_SEGMENTS, capacity_figure, chart_segments, team_usage_figure
 from overview.selectors import Share, UsageSeries
+from tests.support.charts import checked
 
 LABELS = {"guarantees": "G", "caps": "C", "capacity": "cap line"}
 
 
 def as_json(figure) -> dict:
-    return json.loads(figure.to_json())
+    return checked(figure)
 
 
 def share(name: str, g: int, c: int) -> Share:
@@ -113,8 +114,19 @@ def test_the_page_carries_the_figures_as_plotly_writes_them_and_nothing_closes_t
     text = charts_json([{"id": "cluster-chart-1-0", "figure": fig}])
     assert "</script>" not in text and "<" not in text
     [chart] = json.loads(text)
-    assert chart == {"id": "cluster-chart-1-0", "figure": json.loads(fig.to_json())}
+    assert chart == {"id": "cluster-chart-1-0", "figure": checked(fig)}
     assert chart["figure"]["data"][0]["name"] == "</script><b>x"
     assert charts_json([]) == "[]"
     with pytest.raises(ValueError, match="not an element id"):
         charts_json([{"id": '"><x', "figure": fig}])
+
+
+def test_a_figure_plotly_would_not_draw_is_refused_by_the_check_and_by_the_page():
+    fig = capacity_figure(title="T", unit="GPU", capacity=None, segments=[], labels=LABELS)
+    fig["layout"]["heigth"] = 300
+    with pytest.raises(ValueError, match="heigth"):
+        checked(fig)
+    with pytest.raises(TypeError, match="not a plotly figure"):
+        charts_json([{"id": "c", "figure": {"data": [{"x": [1]}], "layout": {}}}])
+    with pytest.raises(TypeError, match="not a plotly figure"):
+        charts_json([{"id": "c", "figure": [fig]}])

@@ -9,6 +9,7 @@ from decimal import Decimal
 import pytest
 from django.contrib.staticfiles import finders
 
+from tests.support.charts import checked
 from usage.charts import AllocationStep, in_force, usage_figures
 
 pytestmark = pytest.mark.django_db
@@ -74,9 +75,7 @@ def test_values_in_force_and_figures_by_hand():
     assert in_force(steps, date(2025, 6, 1)).guarantee == 4  # before the first: the first
     assert in_force(steps, date(2025, 6, 20)).cap == 4
     assert in_force([], date(2025, 6, 1)) is None
-    usage, hours = (
-        json.loads(f.to_json()) for f in usage_figures(title="ns", unit="GPU", days=[], steps=steps)
-    )
+    usage, hours = (checked(f) for f in usage_figures(title="ns", unit="GPU", days=[], steps=steps))
     assert [t["name"] for t in usage["data"]] == [
         "peak allocated",
         "mean allocated",
