@@ -12,6 +12,7 @@ from datetime import datetime, time
 
 import django_filters
 from django import forms
+from django.forms.renderers import Jinja2 as Jinja2Renderer
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.text import format_lazy
@@ -100,6 +101,12 @@ class ModelChoiceFilter(django_filters.ModelChoiceFilter):
     field_class = ReadOnceModelChoiceField
 
 
+# The filter forms' widgets (selects of every status, team and cluster) are drawn from Django's
+# own Jinja2 widget templates: the same HTML, in a fraction of the Django template language's
+# time. One renderer, its engine made once per process.
+FILTER_WIDGETS = Jinja2Renderer()
+
+
 class PortalFilterSet(django_filters.FilterSet):
     def get_form_class(self):
         # A filter of one value given twice (?team=a&team=b) is refused, naming it: reading
@@ -107,6 +114,8 @@ class PortalFilterSet(django_filters.FilterSet):
         base = super().get_form_class()
 
         class OnceForm(base):
+            default_renderer = FILTER_WIDGETS
+
             def clean(self):
                 cleaned = super().clean()
                 for name, field in self.fields.items():

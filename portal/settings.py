@@ -88,6 +88,22 @@ TEMPLATES = [
             "builtins": ["common.amounts"],
         },
     },
+    # The heaviest tables, in jinja2/ (portal/jinja2.py says what their templates may use),
+    # rendered by the view into the page's Django template.
+    {
+        "BACKEND": "django.template.backends.jinja2.Jinja2",
+        "DIRS": [BASE_DIR / "jinja2"],
+        "APP_DIRS": False,
+        "OPTIONS": {
+            "environment": "portal.jinja2.environment",
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
+                "django.contrib.auth.context_processors.auth",
+                "portal.context_processors.roles",
+            ],
+        },
+    },
 ]
 
 DATABASES = {

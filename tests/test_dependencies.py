@@ -57,11 +57,15 @@ def test_the_check_sees_nested_imports(tmp_path):
 # --- templates and URL names ------------------------------------------------------------------
 
 TEMPLATES = REPO / "templates"
+# The Jinja2 backend's templates (portal/jinja2.py): the same names, the same layers.
+JINJA_TEMPLATES = REPO / "jinja2"
+TEMPLATE_ROOTS = (TEMPLATES, JINJA_TEMPLATES)
 # The shell's templates: the page frame every page extends, the login pages, the API docs.
 SHELL_TEMPLATES = ("base.html", "registration/", "api/", "portal/")
 TEMPLATE_NAME = re.compile(r"^(?:admin/)?[a-z_]+/[a-z_/]*[a-z_]+\.html$")
 TEMPLATE_TAG = re.compile(r"{%\s*(?:include|extends)\s+[\"']([^\"']+)[\"']")
-URL_TAG = re.compile(r"{%\s*url\s+[\"']([^\"']+)[\"']")
+# {% url "name" %} (Django templates), url("name") (Jinja2's, portal/jinja2.py).
+URL_TAG = re.compile(r"{%\s*url\s+[\"']([^\"']+)[\"']|\burl\(\s*[\"']([^\"']+)[\"']")
 REVERSING = {"reverse", "reverse_lazy", "redirect", "resolve_url"}
 
 
@@ -72,9 +76,17 @@ def template_owner(name: str) -> str | None:
     parts = name.split("/")
     if parts[0] == "admin":
         parts = parts[1:]
-    if len(parts) > 1 and parts[0] in LAYERS and (TEMPLATES / name).exists():
+    if len(parts) > 1 and parts[0] in LAYERS and any((r / name).exists() for r in TEMPLATE_ROOTS):
         return parts[0]
     return None
+
+
+def template_files() -> list[tuple[Path, Path]]:
+    return [(root, path) for root in TEMPLATE_ROOTS for path in sorted(root.rglob("*.html"))]
+
+
+def url_names(text: str) -> list[str]:
+    return [django or jinja for django, jinja in URL_TAG.findall(text)]
 
 
 def may_use(user: str, used: str | None) -> bool:
@@ -119,8 +131,8 @@ def python_references(path: Path) -> tuple[set[str], set[str]]:
 def test_templates_and_url_names_point_down_the_layers():
     owners = url_owners()
     offenders = []
-    for path in sorted(TEMPLATES.rglob("*.html")):
-        name = str(path.relative_to(TEMPLATES))
+    for root, path in template_files():
+        name = str(path.relative_to(root))
         owner = template_owner(name)
         if owner is None:
             continue
@@ -128,7 +140,7 @@ def test_templates_and_url_names_point_down_the_layers():
         for used in TEMPLATE_TAG.findall(text):
             if used != "base.html" and not may_use(owner, template_owner(used)):
                 offenders.append((name, "includes", used))
-        for url in URL_TAG.findall(text):
+        for url in url_names(text):
             if ":" not in url and not may_use(owner, owners.get(url)):
                 offenders.append((name, "links to", f"{url} ({owners.get(url)})"))
     for layer in LAYERS:
@@ -148,8 +160,8 @@ def test_every_url_name_the_templates_use_exists():
     owners = url_owners()
     spelt = {
         url
-        for path in TEMPLATES.rglob("*.html")
-        for url in URL_TAG.findall(path.read_text())
+        for _root, path in template_files()
+        for url in url_names(path.read_text())
         if ":" not in url
     }
     assert sorted(spelt - set(owners) - {"set_language"}) == []
@@ -164,6 +176,12 @@ def test_the_template_check_sees_a_page_of_a_higher_app(tmp_path):
     module = tmp_path / "v.py"
     module.write_text('def v(r):\n    render(r, "overview/home.html")\n    redirect("home")\n')
     assert python_references(module) == ({"overview/home.html"}, {"home"})
+    # The Jinja2 templates are owned and read alike.
+    assert template_owner("approvals/_request_list.html") == "approvals"
+    assert url_names('<a href="{{ url("requests-new") }}">{% url "home" %}') == [
+        "requests-new",
+        "home",
+    ]
 
 
 def test_selectors_only_read_the_database():

@@ -15,3 +15,18 @@ def test_the_templates_are_read_through_the_cached_loader():
         "django.template.loaders.filesystem",
         "django.template.loaders.app_directories",
     }
+
+
+def test_the_jinja2_tables_translate_escape_and_refuse_a_misspelt_name():
+    import pytest
+    from django.utils import translation
+    from jinja2 import UndefinedError
+
+    jinja = engines["jinja2"]
+    page = jinja.from_string('{{ _("Status") }} {{ name }} <a href="{{ url("requests-list") }}">')
+    with translation.override("zh-hans"):
+        assert page.render({"name": "<b>x</b>"}) == (
+            '状态 &lt;b&gt;x&lt;/b&gt; <a href="/requests/">'
+        )
+    with pytest.raises(UndefinedError, match="nmae"):
+        jinja.from_string("{{ nmae }}").render({"name": "x"})

@@ -1,0 +1,34 @@
+"""The Jinja2 environment of the templates in jinja2/ (the heaviest tables, rendered by Django's
+Jinja2 backend): Django's translations, URL names and static files, as the Django template
+language has them.
+
+What a template may use:
+
+- ``_("text")`` and ``gettext``/``ngettext`` (newstyle: ``_("%(n)s left", n=3)`` fills the
+  placeholders). Only ``_("literal")`` is found by ``make messages`` (Django's extractor reads
+  the calls spelt that way in any template it scans); plural texts are made in the view.
+- ``url("name", arg, ...)``: ``reverse``; ``static("path")``: the static file's URL.
+- ``request``, ``csrf_input``, ``csrf_token`` and what the context processors give
+  (settings.TEMPLATES), as in every page.
+
+A name the context lacks is an error (StrictUndefined). Autoescaping is on: values are escaped unless they are safe already (Django's SafeString and
+forms' widgets say so through ``__html__``).
+"""
+
+from django.templatetags.static import static
+from django.urls import reverse
+from django.utils import translation
+from jinja2 import Environment, StrictUndefined
+
+
+def url(name: str, *args) -> str:
+    return reverse(name, args=args or None)
+
+
+def environment(**options) -> Environment:
+    # A name the template misspells is an error (in the tests first), not an empty cell.
+    options["undefined"] = StrictUndefined
+    env = Environment(extensions=["jinja2.ext.i18n"], **options)
+    env.install_gettext_callables(translation.gettext, translation.ngettext, newstyle=True)
+    env.globals.update(url=url, static=static)
+    return env
