@@ -11,13 +11,15 @@ What a template may use:
 - ``request``, ``csrf_input``, ``csrf_token`` and what the context processors give
   (settings.TEMPLATES), as in every page.
 
-A name the context lacks is an error (StrictUndefined). Autoescaping is on: values are escaped unless they are safe already (Django's SafeString and
-forms' widgets say so through ``__html__``).
+A name the context lacks is an error (StrictUndefined). Autoescaping is on: values are escaped
+unless they are safe already (Django's SafeString and forms' widgets say so through
+``__html__``).
 """
 
 from django.templatetags.static import static
 from django.urls import reverse
 from django.utils import translation
+
 from jinja2 import Environment, StrictUndefined
 
 
@@ -28,7 +30,9 @@ def url(name: str, *args) -> str:
 def environment(**options) -> Environment:
     # A name the template misspells is an error (in the tests first), not an empty cell.
     options["undefined"] = StrictUndefined
-    env = Environment(extensions=["jinja2.ext.i18n"], **options)
+    # Always escaped (Django's backend asks for it too; said here, whatever the settings say).
+    options.pop("autoescape", None)
+    env = Environment(autoescape=True, extensions=["jinja2.ext.i18n"], **options)
     env.install_gettext_callables(translation.gettext, translation.ngettext, newstyle=True)
     env.globals.update(url=url, static=static)
     return env

@@ -20,6 +20,7 @@ def test_the_templates_are_read_through_the_cached_loader():
 def test_the_jinja2_tables_translate_escape_and_refuse_a_misspelt_name():
     import pytest
     from django.utils import translation
+
     from jinja2 import UndefinedError
 
     jinja = engines["jinja2"]
