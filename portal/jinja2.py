@@ -4,10 +4,13 @@ language has them.
 
 What a template may use:
 
-- ``_("text")`` and ``gettext``/``ngettext`` (newstyle: ``_("%(n)s left", n=3)`` fills the
-  placeholders). Only ``_("literal")`` is found by ``make messages`` (Django's extractor reads
-  the calls spelt that way in any template it scans); plural texts are made in the view.
+- ``_("text")``, ``gettext`` and ``ngettext``: Django's translations. Only ``_("literal")`` is
+  found by ``make messages`` (Django's extractor reads the calls spelt that way in any template
+  it scans), so a text with values is ``_("peak of %(day)s") % dict(day=...)``, and a plural
+  text is made in the view (``ngettext``).
 - ``url("name", arg, ...)``: ``reverse``; ``static("path")``: the static file's URL.
+- Django's ``|date("Y-m-d H:i")`` (in the current time zone), ``|timesince`` and
+  ``|truncatechars(n)`` beside Jinja2's own filters.
 - ``request``, ``csrf_input``, ``csrf_token`` and what the context processors give
   (settings.TEMPLATES), as in every page.
 
@@ -16,9 +19,11 @@ unless they are safe already (Django's SafeString and forms' widgets say so thro
 ``__html__``).
 """
 
+from django.template import defaultfilters
 from django.templatetags.static import static
 from django.urls import reverse
 from django.utils import translation
+from django.utils.timezone import template_localtime
 
 from jinja2 import Environment, StrictUndefined
 
@@ -27,12 +32,22 @@ def url(name: str, *args) -> str:
     return reverse(name, args=args or None)
 
 
+def date(value, format_string: str) -> str:
+    """Django's ``|date``, in the current time zone as the Django template language gives it."""
+    return defaultfilters.date(template_localtime(value), format_string)
+
+
 def environment(**options) -> Environment:
     # A name the template misspells is an error (in the tests first), not an empty cell.
     options["undefined"] = StrictUndefined
     # Always escaped (Django's backend asks for it too; said here, whatever the settings say).
     options.pop("autoescape", None)
     env = Environment(autoescape=True, extensions=["jinja2.ext.i18n"], **options)
-    env.install_gettext_callables(translation.gettext, translation.ngettext, newstyle=True)
+    env.install_gettext_callables(translation.gettext, translation.ngettext, newstyle=False)
     env.globals.update(url=url, static=static)
+    env.filters.update(
+        date=date,
+        timesince=defaultfilters.timesince_filter,
+        truncatechars=defaultfilters.truncatechars,
+    )
     return env

@@ -71,20 +71,22 @@ MIDDLEWARE = [
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
 
+# Both template engines' pages see the same: the user, their roles, messages, the workers.
+CONTEXT_PROCESSORS = [
+    "django.template.context_processors.request",
+    "django.template.context_processors.i18n",
+    "django.contrib.auth.context_processors.auth",
+    "django.contrib.messages.context_processors.messages",
+    "portal.context_processors.roles",
+    "portal.context_processors.workers",
+]
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
         "DIRS": [BASE_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
-            "context_processors": [
-                "django.template.context_processors.request",
-                "django.template.context_processors.i18n",
-                "django.contrib.auth.context_processors.auth",
-                "django.contrib.messages.context_processors.messages",
-                "portal.context_processors.roles",
-                "portal.context_processors.workers",
-            ],
+            "context_processors": CONTEXT_PROCESSORS,
             "builtins": ["common.amounts"],
         },
     },
@@ -96,12 +98,7 @@ TEMPLATES = [
         "APP_DIRS": False,
         "OPTIONS": {
             "environment": "portal.jinja2.environment",
-            "context_processors": [
-                "django.template.context_processors.request",
-                "django.template.context_processors.i18n",
-                "django.contrib.auth.context_processors.auth",
-                "portal.context_processors.roles",
-            ],
+            "context_processors": CONTEXT_PROCESSORS,
         },
     },
 ]

@@ -11,12 +11,15 @@ from django.core.paginator import Page, Paginator
 from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html_join
+from django.utils.safestring import mark_safe
 from django.utils.text import slugify
 from django.utils.timesince import timeuntil
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from approvals.models import QuotaRequest
 from common.choices import choice_labels
@@ -138,7 +141,20 @@ def _request_lists(requests: dict, status_labels: dict[str, str]) -> list[dict]:
             for r in requests[which]
         ]
         total = requests[f"{which}_count"]
-        lists.append({"which": which, "requests": rows, "total": total, "more": total > len(rows)})
+        lists.append(
+            {
+                "which": which,
+                "requests": rows,
+                "total": total,
+                "more": total > len(rows),
+                "more_text": ngettext(
+                    "%(total)s in all: see the team's requests",
+                    "%(total)s in all: see the team's requests",
+                    total,
+                )
+                % {"total": total},
+            }
+        )
     return lists
 
 
@@ -201,7 +217,12 @@ def _team_page(request: HttpRequest, visible) -> tuple[Page, str, list[str]]:
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "overview/home.html", _home_context(request))
+    context = _home_context(request)
+    # The teams' sections are the page's heaviest part: rendered by the Jinja2 backend
+    # (portal/jinja2.py), their HTML put into the page's frame as it is.
+    sections = render_to_string("overview/_home.html", context, request=request, using="jinja2")
+    context["dashboard"] = mark_safe(sections)  # noqa: S308 - autoescaped by Jinja2
+    return render(request, "overview/home.html", context)
 
 
 def _home_context(request: HttpRequest) -> dict:

@@ -2,6 +2,7 @@
 (/summary/): capacity against the sums of guarantees and caps per team, over-commitment, rule
 violations and syncs; a lead sees other teams only as one aggregate; fixed query counts."""
 
+import html
 import json
 import re
 from datetime import timedelta
@@ -180,7 +181,7 @@ def test_the_sync_table_shows_the_last_run_but_a_preview_and_the_backend_problem
     when = timezone.localtime(started).strftime("%Y-%m-%d %H:%M")
     assert row[0] == "c0" and row[4] == f"succeeded {when}"
     assert row[5:8] == ["0", "0", "1"]  # pending, failed, drift of the last 7 days
-    assert "kueue&#x27;s v1beta2 API is not served" in page
+    assert "kueue's v1beta2 API is not served" in html.unescape(page)
     assert 'data-testid="sync-c0" class="bad"' in page  # a backend problem is a bad row
     lead_page = get(client, people["lead-t0"], "/clusters/")
     assert "v1beta2" not in lead_page and "a scheduler is not served" in lead_page
