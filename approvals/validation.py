@@ -141,12 +141,16 @@ def _load_plans(
     warnings."""
     if not resources_by_cluster:
         return {}
-    clusters = Cluster.objects.in_bulk(list(resources_by_cluster))
+    # The capacities come with their clusters; a cluster with none recorded is read alone.
+    clusters: dict[int, Cluster] = {}
     capacities_of: dict[int, list[ClusterCapacity]] = defaultdict(list)
     for capacity in ClusterCapacity.objects.filter(
         cluster_id__in=list(resources_by_cluster)
-    ).select_related("resource"):
+    ).select_related("cluster", "resource"):
+        clusters.setdefault(capacity.cluster_id, capacity.cluster)
         capacities_of[capacity.cluster_id].append(capacity)
+    if missing := [pk for pk in resources_by_cluster if pk not in clusters]:
+        clusters.update(Cluster.objects.in_bulk(missing))
     allocations: dict[int, dict[tuple[str, str], AllocationFacts]] = defaultdict(dict)
     current = Allocation.objects.filter(
         team_namespace__cluster_id__in=list(resources_by_cluster),

@@ -11,9 +11,9 @@ pytestmark = pytest.mark.django_db
 # page, who: at most this many queries (session, user and groups included).
 BUDGETS = [
     ("/", "lead_c", 12),
-    ("/requests/", "lead_c", 14),
-    ("/requests/", "admin", 13),
-    ("/requests/?status=submitted", "admin", 13),
+    ("/requests/", "lead_c", 13),
+    ("/requests/", "admin", 12),
+    ("/requests/?status=submitted", "admin", 12),
     ("/clusters/", "admin", 11),
     ("/clusters/", "lead_c", 14),
     ("/summary/", "admin", 6),
