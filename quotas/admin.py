@@ -14,7 +14,7 @@ from django.contrib.admin.utils import unquote
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, User
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import models, transaction
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -271,7 +271,9 @@ class AllocationInline(ViewOnlyInline):
 
 @admin.register(Cluster)
 class ClusterAdmin(SaveThroughServiceMixin, ServiceDeletesMixin, admin.ModelAdmin):
-    formfield_overrides = PLAIN_DECIMAL_FIELDS
+    # A sandbox URL typed without a scheme is the development sandbox's plain HTTP (said here,
+    # as Django 6 will otherwise assume https).
+    formfield_overrides = {**PLAIN_DECIMAL_FIELDS, models.URLField: {"assume_scheme": "http"}}
     list_display = [
         "name",
         "environment",

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.layout import LAYERS
+
 REPO = Path(__file__).resolve().parents[1]
 
-LAYERS = ("common", "quotas", "usage", "approvals", "overview", "portal")
 # Packages each package must not import: every layer above it.
 FORBIDDEN = {layer: LAYERS[i + 1 :] for i, layer in enumerate(LAYERS)}
 # Imports of a forbidden package that are allowed, as (importing module, imported module).

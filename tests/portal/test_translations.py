@@ -17,6 +17,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from portal.management.commands.compile_translations import compile_po, po_files
+from tests.support.layout import LAYERS
 
 ROOT = Path(settings.BASE_DIR)
 LOCALE = ROOT / "locale"
@@ -177,7 +178,7 @@ def test_the_chinese_catalogue_covers_every_marked_string(tmp_path, settings, mo
     """makemessages over a copy of the sources finds no string the committed .po lacks:
     a new {% translate %} or gettext() without `make messages` fails here."""
     _need("xgettext")
-    for folder in ("portal", "quotas", "approvals", "templates", "jinja2", "locale"):
+    for folder in (*LAYERS, "templates", "jinja2", "locale"):
         shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("*.pyc"))
     settings.LOCALE_PATHS = [tmp_path / "locale"]
     monkeypatch.chdir(tmp_path)

@@ -407,3 +407,20 @@ def test_a_removed_priority_class_is_pruned_from_the_cluster(
     assert "experiment" in live_classes()
     priority_class_delete(priority_class=pc, acting_user=admin)
     assert "experiment" not in live_classes()
+
+
+def test_a_sandbox_url_typed_without_a_scheme_is_plain_http(rf, admin):
+    """Said by the admin, not left to Django's default (which warns, and turns to https in
+    Django 6)."""
+    import warnings
+
+    from django.contrib.admin.sites import site
+
+    request = rf.get("/admin/quotas/cluster/add/")
+    request.user = admin
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        form_class = site._registry[Cluster].get_form(request)
+    field = form_class.base_fields["sandbox_url"]
+    assert field.clean("127.0.0.1:8001") == "http://127.0.0.1:8001"
+    assert field.clean("https://sandbox.example:6443") == "https://sandbox.example:6443"
