@@ -9,10 +9,8 @@ from django.core.paginator import Paginator
 from django.db.models import F
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
@@ -23,6 +21,7 @@ from approvals.selectors import request_status_counts, requests_listed_for, requ
 from approvals.validation import requests_fit_problems
 from common.amounts import format_amount
 from common.choices import choice_labels
+from common.sections import jinja_section
 from quotas.selectors import team_scope
 
 S = QuotaRequest.Status
@@ -158,12 +157,8 @@ def _pager_text(page) -> str:
 @login_required
 def request_list(request: HttpRequest) -> HttpResponse:
     context, status = _request_list_context(request)
-    # The list itself (tabs, filters, rows, pager) is the page's heaviest part: rendered by the
-    # Jinja2 backend (portal/jinja2.py), its HTML put into the page's frame as it is.
-    listed = render_to_string(
-        "approvals/_request_list.html", context, request=request, using="jinja2"
-    )
-    context["request_list"] = mark_safe(listed)  # noqa: S308 - autoescaped by Jinja2
+    # The list itself (tabs, filters, rows, pager) is the page's heaviest part.
+    context["request_list"] = jinja_section(request, "approvals/_request_list.html", context)
     return render(request, "approvals/request_list.html", context, status=status)
 
 

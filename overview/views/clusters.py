@@ -13,13 +13,12 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
-from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils.safestring import mark_safe
 from django.utils.text import slugify
 from django.utils.translation import gettext as _
 
 from common.amounts import format_amount
+from common.sections import jinja_section
 from overview.charts import capacity_figure, chart_segments
 from overview.selectors import (
     ClusterLines,
@@ -126,11 +125,9 @@ def _cluster_context(request: HttpRequest, clusters: QuerySet[Cluster]) -> dict:
 
 
 def _page(request: HttpRequest, context: dict) -> HttpResponse:
-    """The overview of one cluster or all: its sections are the page's heaviest part, rendered
-    by the Jinja2 backend (portal/jinja2.py) and put into the page's frame as they are."""
+    """The overview of one cluster or all: its sections are the page's heaviest part."""
     context = {"cluster": None, "drift": [], "open_syncs": [], **context}
-    sections = render_to_string("overview/_clusters.html", context, request=request, using="jinja2")
-    context["sections"] = mark_safe(sections)  # noqa: S308 - autoescaped by Jinja2
+    context["sections"] = jinja_section(request, "overview/_clusters.html", context)
     return render(request, "overview/clusters.html", context)
 
 

@@ -11,11 +11,9 @@ from django.core.paginator import Page, Paginator
 from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html_join
-from django.utils.safestring import mark_safe
 from django.utils.text import slugify
 from django.utils.timesince import timeuntil
 from django.utils.translation import gettext as _
@@ -23,6 +21,7 @@ from django.utils.translation import ngettext
 
 from approvals.models import QuotaRequest
 from common.choices import choice_labels
+from common.sections import jinja_section
 from overview.charts import team_usage_figure
 from overview.dashboard import active_temporary_grants, open_suggestions, team_requests
 from overview.selectors import allocations_now, amount_cell, team_usage_series
@@ -218,10 +217,8 @@ def _team_page(request: HttpRequest, visible) -> tuple[Page, str, list[str]]:
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     context = _home_context(request)
-    # The teams' sections are the page's heaviest part: rendered by the Jinja2 backend
-    # (portal/jinja2.py), their HTML put into the page's frame as it is.
-    sections = render_to_string("overview/_home.html", context, request=request, using="jinja2")
-    context["dashboard"] = mark_safe(sections)  # noqa: S308 - autoescaped by Jinja2
+    # The teams' sections are the page's heaviest part.
+    context["dashboard"] = jinja_section(request, "overview/_home.html", context)
     return render(request, "overview/home.html", context)
 
 
