@@ -3,6 +3,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from approvals.api.rows import MOMENTS, line_values
 from approvals.models import (
     COMMENT_MAX_LENGTH,
     JUSTIFICATION_MAX_LENGTH,
@@ -13,7 +14,6 @@ from approvals.models import (
     RequestLine,
 )
 from approvals.validation import findings_json, localized_findings, requests_fit_problems
-from common.amounts import format_amount
 from quotas.api.serializers import AmountField, AmountInputField
 
 AMOUNT = {"max_digits": 14, "decimal_places": 3}
@@ -94,13 +94,7 @@ class RequestLineSerializer(serializers.ModelSerializer):
 
     @staticmethod
     def _values(line: RequestLine, prefix: str) -> dict:
-        amount = format_amount  # what AmountField answers, without a field per value
-        return {
-            "guarantee": amount(getattr(line, f"{prefix}_guarantee")),
-            "cap": amount(getattr(line, f"{prefix}_cap")),
-            "per_pod_max": amount(getattr(line, f"{prefix}_per_pod_max")),
-            "priority_classes": getattr(line, f"{prefix}_priority_classes"),
-        }
+        return line_values(lambda name: getattr(line, name), prefix)
 
     @extend_schema_field(CurrentValuesSerializer)
     def get_current(self, line: RequestLine) -> dict:
@@ -134,12 +128,7 @@ class RequestSerializer(serializers.ModelSerializer):
             "kind",
             "justification",
             "requested_by",
-            "starts_at",
-            "ends_at",
-            "created_at",
-            "updated_at",
-            "submitted_at",
-            "decided_at",
+            *MOMENTS,
             "decided_by",
             "decision_comment",
             "auto_approved",
@@ -161,13 +150,10 @@ class RequestSerializer(serializers.ModelSerializer):
     @extend_schema_field(FitsPlanSerializer(allow_null=True))
     def get_fits_plan(self, request: QuotaRequest) -> dict | None:
         """For a request waiting for an admin: does it still fit the plan, and if not, why.
-        Lists pass the answers for a whole page in the context ("plan_problems")."""
+        (The list answers it for a whole page at once: approvals/api/rows.py.)"""
         if request.status != QuotaRequest.Status.SUBMITTED:
             return None
-        problems = self.context.get("plan_problems")
-        if problems is None or request.pk not in problems:
-            problems = requests_fit_problems([request])
-        found = problems[request.pk]
+        found = requests_fit_problems([request])[request.pk]
         return {"fits": not found, "problems": findings_json(found)}
 
 

@@ -9,6 +9,7 @@ its refusal; the views only make sure nobody acts on, or learns of, a request th
 from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 from django.utils.translation import gettext as _
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import generics, status
 from rest_framework.exceptions import NotFound
@@ -18,6 +19,7 @@ from rest_framework.views import APIView
 
 from approvals import grants, lifecycle, locks
 from approvals.api.etags import request_etag, request_if_match
+from approvals.api.rows import request_list_bodies, request_rows
 from approvals.api.serializers import (
     APPROVALS_PREFETCHED,
     LINES_PREFETCHED,
@@ -30,13 +32,12 @@ from approvals.filtersets import RequestFilterSet
 from approvals.lines import KEEP, Decision, LineInput
 from approvals.models import Approval, QuotaRequest, RequestLine
 from approvals.selectors import requests_visible_to
-from approvals.validation import requests_fit_problems
 from common.api.idempotency import IdempotentMixin
 from common.api.pagination import ApiPagination
 from common.api.schema import api_errors
 from common.errors import ValidationFailed
 from quotas.models import Resource, Team
-from quotas.selectors import namespaces_visible_to, teams_visible_to
+from quotas.selectors import namespaces_visible_to, team_scope, teams_visible_to
 
 
 def _own_fields(model) -> list[str]:
@@ -77,7 +78,9 @@ def _requests_for(user) -> QuerySet[QuotaRequest]:
             ),
             Prefetch(
                 "approvals",
-                queryset=Approval.objects.select_related("admin").only(*_APPROVAL_FIELDS),
+                queryset=Approval.objects.select_related("admin")
+                .only(*_APPROVAL_FIELDS)
+                .order_by("request_id", "created_at", "id"),
                 to_attr=APPROVALS_PREFETCHED,
             ),
         )
@@ -161,6 +164,15 @@ CREATE_EXAMPLE = OpenApiExample(
 )
 
 
+class RequestFilterBackend(DjangoFilterBackend):
+    """The request list's filters, ?team= choosing from the teams the view read already."""
+
+    def get_filterset_kwargs(self, request, queryset, view) -> dict:
+        kwargs = super().get_filterset_kwargs(request, queryset, view)
+        scope = getattr(view, "scope", None)
+        return kwargs if scope is None else {**kwargs, "teams": scope.teams_visible()}
+
+
 @extend_schema_view(
     get=extend_schema(summary="List quota requests", tags=["requests"]),
     post=extend_schema(
@@ -178,18 +190,18 @@ class RequestList(IdempotentMixin, generics.ListCreateAPIView):
     serializer_class = RequestSerializer
     pagination_class = ApiPagination
     filterset_class = RequestFilterSet
+    filter_backends = [RequestFilterBackend]
     queryset = QuotaRequest.objects.none()
     request_serializers = {"POST": RequestCreateSerializer}
 
-    def get_queryset(self):
-        return _requests_for(self.request.user)
-
     def list(self, request: Request, *args, **kwargs) -> Response:
-        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
-        waiting = [r for r in page if r.status == QuotaRequest.Status.SUBMITTED]
-        context = {**self.get_serializer_context(), "plan_problems": requests_fit_problems(waiting)}
-        body = self.get_serializer(page, many=True, context=context).data
-        return self.get_paginated_response(body)
+        # The user's teams, read once for the rows and the ?team= filter's choices.
+        self.scope = team_scope(request.user)
+        # Written from rows (approvals/api/rows.py): each row as RequestSerializer answers the
+        # request alone, without a model graph per page.
+        visible = requests_visible_to(request.user, scope=self.scope).order_by("-created_at", "-id")
+        page = self.paginator.paginate_rows(self.filter_queryset(visible), request, request_rows)
+        return self.get_paginated_response(request_list_bodies(page))
 
     def create(self, request: Request, *args, **kwargs) -> Response:
         form = RequestCreateSerializer(data=request.data)

@@ -74,6 +74,14 @@ class ApiPagination(PageNumberPagination):
         return size
 
     def paginate_queryset(self, queryset, request, view=None):
+        return list(self._page(queryset, request))
+
+    def paginate_rows(self, queryset, request, rows):
+        """The page's rows as ``rows(sliced queryset)`` reads them (e.g. ``.values(...)``): the
+        count is of ``queryset`` itself, without the joins the rows need."""
+        return list(rows(self._page(queryset, request).object_list))
+
+    def _page(self, queryset, request):
         for old in ("limit", "offset"):
             if old in request.query_params:
                 raise ValidationFailed(
@@ -97,7 +105,7 @@ class ApiPagination(PageNumberPagination):
                 field="page",
                 extra={"code": "not_found", "pages": paginator.num_pages},
             ) from None
-        return list(self.page)
+        return self.page
 
     def get_schema_operation_parameters(self, view):
         parameters = super().get_schema_operation_parameters(view)
