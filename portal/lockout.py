@@ -13,6 +13,7 @@ from django.db.models import Sum
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from portal.client import client_address
 
@@ -79,4 +80,4 @@ class WideLockoutBackend:
         # As axes does for its own lock: the middleware answers with the lockout page, and the
         # refused attempt is not counted (the lock does not extend itself).
         request.axes_locked_out = True
-        raise PermissionDenied("locked out: too many failed sign-ins for this name or address")
+        raise PermissionDenied(_("Locked out: too many failed sign-ins for this name or address."))

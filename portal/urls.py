@@ -40,3 +40,8 @@ urlpatterns = [
     path("api/schema/", ApiSchema.as_view(), name="api-schema"),
     path("api/docs/", ApiDocs.as_view(), name="api-docs"),
 ]
+
+# Refused and unknown addresses in the portal's frame, with the reason (portal/error_pages.py).
+handler400 = "portal.error_pages.bad_request"
+handler403 = "portal.error_pages.permission_denied"
+handler404 = "portal.error_pages.page_not_found"

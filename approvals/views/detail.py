@@ -61,7 +61,7 @@ VALUE_LABELS = {
 def _visible_request(user, pk: int) -> QuotaRequest:
     request = requests_visible_to(user).select_related("team", "requested_by").filter(pk=pk).first()
     if request is None:
-        raise Http404("no such request")
+        raise Http404(_("No such request among those you may see."))
     return request
 
 
@@ -308,7 +308,7 @@ def request_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
                 status=exc.status_code,
             )
     else:
-        raise Http404("no such action")
+        raise Http404(_("No such action on a request."))
     if refused is not None:
         return refused
     qr.refresh_from_db()

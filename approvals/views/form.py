@@ -519,7 +519,7 @@ def _edit_refusal(user, draft: QuotaRequest) -> tuple[str, int] | None:
 def request_edit(request: HttpRequest, pk: int) -> HttpResponse:
     draft = _editable_request(request.user, pk)
     if draft is None:
-        raise Http404("no such request")
+        raise Http404(_("No such request among those you may see."))
     refusal = _edit_refusal(request.user, draft)
     if refusal is not None and refusal[1] == 403:
         return _refused_page(request, refusal[0])

@@ -11,8 +11,8 @@ from collections import defaultdict
 
 from django.contrib.auth.decorators import login_required
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
 from django.urls import reverse
 from django.utils.text import slugify
 from django.utils.translation import gettext as _
@@ -141,7 +141,9 @@ def cluster_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
-    cluster = get_object_or_404(Cluster, name=name)
+    cluster = Cluster.objects.filter(name=name).first()
+    if cluster is None:
+        raise Http404(_("No cluster named %(name)s.") % {"name": name})
     context = _cluster_context(request, Cluster.objects.filter(pk=cluster.pk))
     context["cluster"] = cluster
     if sees_everything(request.user):

@@ -13,7 +13,6 @@ from django.http import (
     HttpRequest,
     HttpResponse,
     HttpResponseBadRequest,
-    HttpResponseForbidden,
     StreamingHttpResponse,
 )
 from django.shortcuts import render
@@ -56,7 +55,7 @@ def audit_export_csv(request: HttpRequest) -> HttpResponse:
     if not user.is_authenticated:
         return redirect_to_login(request.get_full_path())
     if not may_read_audit_log(user):
-        return HttpResponseForbidden("only platform admins and auditors may export the audit log")
+        raise PermissionDenied(_("Only platform admins and auditors may export the audit log."))
     filters = audit_filters(request)
     errors = filters.filter_errors()
     if errors:
