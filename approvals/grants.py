@@ -365,6 +365,7 @@ def _revert(request: QuotaRequest) -> list[dict]:
     back, for the expired event."""
     ended = []
     clusters = {}
+    touched: dict[int, set[str]] = {}  # per cluster: the namespaces whose allocations change
     known = list(PriorityClass.objects.values_list("name", flat=True))
     for line in ordered_lines(request):
         allocation = lock_allocation(team_namespace=line.team_namespace, resource=line.resource)
@@ -418,9 +419,13 @@ def _revert(request: QuotaRequest) -> list[dict]:
             }
         )
         clusters[line.team_namespace.cluster_id] = line.team_namespace.cluster
-    for cluster in clusters.values():
+        touched.setdefault(line.team_namespace.cluster_id, set()).add(line.team_namespace.name)
+    for cluster_id, cluster in clusters.items():
         sync = cluster_sync_request(
-            cluster=cluster, acting_user=None, reason=f"request #{request.pk} expired"
+            cluster=cluster,
+            acting_user=None,
+            reason=f"request #{request.pk} expired",
+            namespaces=touched[cluster_id],
         )
         request.sync_requests.add(sync)
     return ended

@@ -441,6 +441,7 @@ def apply_request(
 ) -> None:
     """New allocation versions and the pending syncs, in the caller's transaction."""
     clusters = {}
+    touched: dict[int, set[str]] = {}  # per cluster: the namespaces whose allocations change
     for line in lines:
         allocation = allocation_set(
             team_namespace=line.team_namespace,
@@ -456,9 +457,13 @@ def apply_request(
         line.applied_version = allocation.version
         line.save(update_fields=["applied_version"])
         clusters[line.team_namespace.cluster_id] = line.team_namespace.cluster
-    for cluster in clusters.values():
+        touched.setdefault(line.team_namespace.cluster_id, set()).add(line.team_namespace.name)
+    for cluster_id, cluster in clusters.items():
         sync = cluster_sync_request(
-            cluster=cluster, acting_user=acting_user, reason=f"request #{request.pk}"
+            cluster=cluster,
+            acting_user=acting_user,
+            reason=f"request #{request.pk}",
+            namespaces=touched[cluster_id],
         )
         request.sync_requests.add(sync)
     transition(request, S.APPLYING, acting_user=acting_user)

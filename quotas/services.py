@@ -231,12 +231,18 @@ def cluster_plan_touch(*, cluster_id: int) -> int:
 
 
 def cluster_sync_request(
-    *, cluster: Cluster, acting_user: User | None, reason: str = ""
+    *,
+    cluster: Cluster,
+    acting_user: User | None,
+    reason: str = "",
+    namespaces: Iterable[str] | None = None,
 ) -> SyncRequest:
     """Record that the cluster must be synced (the outbox) and start the sync after commit.
 
     Called inside the transaction that changed the plan: if it rolls back, no sync is asked
     for; if the message is lost after commit, the reconciler finds the pending row.
+    ``namespaces``: the team namespaces whose allocations alone the change set, so the sync
+    plans only them (and what they feed); None when the change may reach anything.
     """
     generation = Cluster.objects.filter(pk=cluster.pk).values_list("plan_generation", flat=True)
     request = SyncRequest.objects.create(
@@ -244,6 +250,7 @@ def cluster_sync_request(
         requested_by=acting_user,
         reason=reason[:500],
         generation=generation.get(),
+        namespaces=None if namespaces is None else sorted(set(namespaces)),
     )
     cluster_id = cluster.pk
     transaction.on_commit(lambda: _sync_start(cluster_id))

@@ -42,9 +42,11 @@ from quotas.kube.objects import ObjectKey, kube_object
 from quotas.kube.plan import (
     AllocationPlan,
     ClusterPlan,
+    DepartmentPlan,
     NamespacePlan,
     PriorityClassPlan,
     ResourcePlan,
+    SharedTotals,
 )
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -102,7 +104,7 @@ ADMISSION_API = "admissionregistration.k8s.io/v1"
 # extended resources).
 _LIMIT_KINDS = frozenset({"vgpu_memory", "vgpu_cores"})
 # Kinds that count as accelerators when deriving a Volcano weight.
-_ACCELERATOR_KINDS = frozenset({"gpu", "mig"})
+ACCELERATOR_KINDS = frozenset({"gpu", "mig"})
 # Resources every pod requests: a Kueue ClusterQueue that does not cover them never admits it.
 _KUEUE_BASE_RESOURCES = ("cpu", "memory")
 # "Unbounded" cpu / memory for Kueue, in base units (cores, bytes): far above any cluster, and
@@ -250,16 +252,23 @@ def _resource_totals(
     namespaces: Iterable[NamespacePlan],
 ) -> dict[str, tuple[AllocationPlan, Decimal, Decimal]]:
     """Per resource name: (an allocation of it, sum of guarantees, sum of caps)."""
+    return _allocation_totals(ns.allocations for ns in namespaces)
+
+
+def _allocation_totals(
+    members: Iterable[Iterable[AllocationPlan]],
+) -> dict[str, tuple[AllocationPlan, Decimal, Decimal]]:
     totals: dict[str, tuple[AllocationPlan, Decimal, Decimal]] = {}
-    for ns in namespaces:
-        for a in ns.allocations:
+    for allocations in members:
+        for a in allocations:
             _, guarantee, cap = totals.get(a.resource.name, (a, Decimal(0), Decimal(0)))
             totals[a.resource.name] = (a, guarantee + a.guarantee, cap + a.cap)
     return dict(sorted(totals.items()))
 
 
 def _departments(plan: ClusterPlan) -> dict[str, tuple[str | None, list[NamespacePlan]]]:
-    """Department slug -> (its parent department or None, all namespaces below it)."""
+    """Department slug -> (its parent department or None, all namespaces below it); only for
+    a plan of all namespaces (Kueue's and YuniKorn's objects are rendered from those)."""
     departments: dict[str, tuple[str | None, list[NamespacePlan]]] = {}
     for ns in _with_allocations(plan):
         chain = ns.team.ancestors
@@ -268,6 +277,48 @@ def _departments(plan: ClusterPlan) -> dict[str, tuple[str | None, list[Namespac
             _, members = departments.setdefault(dept, (parent, []))
             members.append(ns)
     return dict(sorted(departments.items()))
+
+
+def department_plan(
+    slug: str, parent: str | None, members: Iterable[tuple[AllocationPlan, ...]]
+) -> DepartmentPlan:
+    """A department's totals over the allocations of the namespaces below it (one tuple per
+    namespace that has allocations)."""
+    members = [allocations for allocations in members if allocations]
+    return DepartmentPlan(
+        slug=slug,
+        parent=parent,
+        totals=tuple((a.resource, g, c) for a, g, c in _allocation_totals(members).values()),
+        weight=min(VOLCANO_MAX_WEIGHT, sum(volcano_weight(m) for m in members)),
+    )
+
+
+def shared_totals(plan: ClusterPlan) -> SharedTotals:
+    """The whole cluster's totals the cluster-wide objects are rendered from: those a plan of
+    some namespaces carries, else computed from the plan's namespaces (without departments:
+    :func:`department_plans`)."""
+    if plan.shared is not None:
+        return plan.shared
+    return SharedTotals(
+        any_allocations=any(ns.allocations for ns in plan.namespaces),
+        per_pod_max_resources=tuple(
+            sorted({name for ns in plan.namespaces for name in _per_pod_maxima(ns)})
+        ),
+        vgpu_memory_resources=tuple(
+            sorted({name for ns in plan.namespaces for name in _vgpu_memory_resources(ns)})
+        ),
+    )
+
+
+def department_plans(plan: ClusterPlan) -> tuple[DepartmentPlan, ...]:
+    """The departments whose parent queues the plan renders, by slug: those above the plan's
+    namespaces in a plan of some, every one in a plan of all."""
+    if plan.shared is not None:
+        return plan.shared.departments
+    return tuple(
+        department_plan(slug, parent, [ns.allocations for ns in members])
+        for slug, (parent, members) in _departments(plan).items()
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -512,8 +563,9 @@ def render_per_pod_max_policy(plan: ClusterPlan) -> list[dict]:
     fails (e.g. a hand-edited annotation that is not a quantity); the namespace selector keeps
     the policy to the namespaces this portal cluster manages.
     """
-    resources = sorted({name for ns in plan.namespaces for name in _per_pod_maxima(ns)})
-    vgpu_memory = sorted({name for ns in plan.namespaces for name in _vgpu_memory_resources(ns)})
+    shared = shared_totals(plan)
+    resources = list(shared.per_pod_max_resources)
+    vgpu_memory = list(shared.vgpu_memory_resources)
     if not resources and not vgpu_memory:
         return []
     variables = [
@@ -717,7 +769,7 @@ def volcano_weight(allocations: Iterable[AllocationPlan]) -> int:
     cores and cpu/memory are in other units and do not count.
     """
     total = sum(
-        (a.guarantee for a in allocations if a.resource.kind in _ACCELERATOR_KINDS), Decimal(0)
+        (a.guarantee for a in allocations if a.resource.kind in ACCELERATOR_KINDS), Decimal(0)
     )
     return max(1, min(VOLCANO_MAX_WEIGHT, math.ceil(total)))
 
@@ -763,20 +815,21 @@ def render_volcano_queues(plan: ClusterPlan) -> list[dict]:
     namespaces = _with_allocations(plan)
     names = {ns.name for ns in namespaces}
     objects = []
-    for dept, (parent, members) in _departments(plan).items():
-        if dept in names:
-            raise ValueError(f"department {dept!r} and a team namespace share a Volcano queue name")
-        totals = _resource_totals(members)
+    for dept in department_plans(plan):
+        if dept.slug in names:
+            raise ValueError(
+                f"department {dept.slug!r} and a team namespace share a Volcano queue name"
+            )
         objects.append(
             _volcano_queue(
                 plan,
-                dept,
-                dept,
-                parent,
-                deserved={n: _amount(a, g) for n, (a, g, _) in totals.items()},
-                capability={n: _amount(a, c) for n, (a, _, c) in totals.items()},
+                dept.slug,
+                dept.slug,
+                dept.parent,
+                deserved={r.name: quantity(g, r.quantity_suffix) for r, g, _ in dept.totals},
+                capability={r.name: quantity(c, r.quantity_suffix) for r, _, c in dept.totals},
                 guarantee={},
-                weight=min(VOLCANO_MAX_WEIGHT, sum(volcano_weight(m.allocations) for m in members)),
+                weight=dept.weight,
             )
         )
     for ns in namespaces:
@@ -886,7 +939,7 @@ def render_volcano_queue_policy(plan: ClusterPlan) -> list[dict]:
       policy still refuses what a failed mutation left. Without it, a Job or pod that names no
       queue is refused with a message naming the queue to use.
     """
-    if "volcano" not in plan.backends or not any(ns.allocations for ns in plan.namespaces):
+    if "volcano" not in plan.backends or not shared_totals(plan).any_allocations:
         return []
     namespace_selector = {
         "matchLabels": {MANAGED_BY_LABEL: plan.managed_by, CLUSTER_LABEL: plan.name}
@@ -980,6 +1033,13 @@ def render_volcano_queue_policy(plan: ClusterPlan) -> list[dict]:
         spec={"policyName": VOLCANO_QUEUE_POLICY_NAME},
     )
     return [*objects, mutating, mutating_binding]
+
+
+def _whole_plan_needed(plan: ClusterPlan, what: str) -> None:
+    # Rendered from every namespace's guarantees (shares of the pools, the queue file):
+    # a plan of some namespaces would render them wrong.
+    if plan.shared is not None:
+        raise ValueError(f"{what} are rendered from a plan of every namespace of the cluster")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1230,6 +1290,7 @@ def render_kueue_objects(plan: ClusterPlan) -> list[dict]:
     LocalQueues of the namespaces with allocations."""
     if "kueue" not in plan.backends:
         return []
+    _whole_plan_needed(plan, "Kueue's queues")
     namespaces = _with_allocations(plan)
     if not namespaces:
         return []
@@ -1354,6 +1415,7 @@ def render_yunikorn_configmap(plan: ClusterPlan) -> dict | None:
     """ConfigMap ``yunikorn-configs`` (shared: managed-by label only), or None without YuniKorn."""
     if "yunikorn" not in plan.backends:
         return None
+    _whole_plan_needed(plan, "YuniKorn's queues.yaml")
     return kube_object(
         "v1",
         "ConfigMap",

@@ -198,6 +198,8 @@ BACKEND_APIS = {
 SHARED_KINDS = frozenset({("v1", "ConfigMap")})
 # Beyond this many objects of a kind to read, one LIST is cheaper than a GET each.
 LIST_ABOVE = 20
+# Up to this many names written, a run reads only their records back (else all of them).
+RECORD_NAMES_MAX = 500
 
 
 def backend_problems(plan: ClusterPlan, client: KubeClient, api_versions) -> list[dict]:
@@ -661,14 +663,18 @@ def cluster_sync(
         with transaction.atomic():
             runs_close_abandoned(cluster_id)
             cluster = Cluster.objects.get(pk=cluster_id)
-            plan = cluster_plan(cluster)
-            request_ids = list(
+            # Every change up to the cluster's generation is committed by now (each held the
+            # cluster's row until its commit), and so are their sync requests.
+            pending = list(
                 SyncRequest.objects.filter(
                     cluster_id=cluster_id,
                     status__in=[SyncRequest.Status.PENDING, SyncRequest.Status.FAILED],
-                    generation__lte=plan.generation,
-                ).values_list("id", flat=True)
+                    generation__lte=cluster.plan_generation,
+                ).values_list("id", "namespaces")
             )
+            request_ids = [request_id for request_id, _ in pending]
+            touched = changed_namespaces(cluster, trigger, [names for _, names in pending])
+            plan = cluster_plan(cluster, namespaces=touched)
             run = SyncRun.objects.create(
                 cluster=cluster,
                 trigger=trigger,
@@ -676,7 +682,7 @@ def cluster_sync(
                 generation=plan.generation,
                 worker=worker,
             )
-        managed = _last_applied(cluster_id)
+        managed = _last_applied(cluster_id, plan if touched is not None else None)
         outcomes, problems, error, transient = _run_syncer(
             cluster=cluster,
             plan=plan,
@@ -732,11 +738,53 @@ def _run_syncer(
     return outcomes, problems, error, transient
 
 
-def _last_applied(cluster_id: int) -> dict[ObjectKey, dict]:
-    """What the portal last applied to the cluster, object by object (its owned fields)."""
-    return {
-        ObjectKey.of_row(m): m.applied for m in ManagedObject.objects.filter(cluster_id=cluster_id)
-    }
+def changed_namespaces(cluster: Cluster, trigger: str, requested: list) -> set[str] | None:
+    """The team namespaces a sync after a change needs to plan, from the namespaces its
+    pending sync requests name; None (plan everything) when that cannot be bounded.
+
+    Everything else is as the portal last applied it: each change names what it changed in
+    its sync request, and a request is done only once a run that planned it succeeded (a
+    failed run leaves it pending for the next one). Kueue's ClusterQueues and YuniKorn's
+    queues.yaml are rendered from every namespace's guarantees, so those clusters are planned
+    whole; so is a cluster in shadow mode, where nothing is ever recorded as applied.
+    """
+    if trigger != SyncRun.Trigger.CHANGE or not requested or None in requested:
+        return None
+    if cluster.sync_mode == Cluster.SyncMode.SHADOW:
+        return None
+    if {"kueue", "yunikorn"} & set(cluster.backends):
+        return None
+    return {name for names in requested for name in names}
+
+
+# Cluster-wide kinds rendered from totals of the whole cluster: few objects, always planned.
+CLUSTER_WIDE_KINDS = (
+    "PriorityClass",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+    "MutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding",
+)
+
+
+def _last_applied(cluster_id: int, plan: ClusterPlan | None = None) -> dict[ObjectKey, dict]:
+    """What the portal last applied to the cluster, object by object (its owned fields).
+
+    With `plan`, a plan of some namespaces: only the records of what it renders or could have
+    rendered before (so what it no longer wants is pruned): objects in or named after its
+    namespaces, its departments' queues and the cluster-wide kinds.
+    """
+    rows = ManagedObject.objects.filter(cluster_id=cluster_id)
+    if plan is not None:
+        names = [ns.name for ns in plan.namespaces]
+        departments = sorted({d for ns in plan.namespaces for d in ns.team.ancestors})
+        rows = rows.filter(
+            Q(namespace__in=names)
+            | Q(namespace="", kind__in=("Namespace", "Queue"), name__in=names)
+            | Q(namespace="", kind="Queue", name__in=departments)
+            | Q(namespace="", kind__in=CLUSTER_WIDE_KINDS)
+        )
+    return {ObjectKey.of_row(m): m.applied for m in rows}
 
 
 def _record(
@@ -773,11 +821,13 @@ def _record(
             # The keys only: what each row last applied is in ``managed``, read at the start
             # of this sync under the same lease (decoding every row's JSON again cost more
             # than the writes after one approval on a large cluster).
+            rows = ManagedObject.objects.filter(cluster_id=cluster_id)
+            names = {o.key.name for o in written}
+            if len(names) <= RECORD_NAMES_MAX:
+                rows = rows.filter(name__in=sorted(names))
             existing = {
                 ObjectKey.of_row(m): m
-                for m in ManagedObject.objects.filter(cluster_id=cluster_id).only(
-                    "id", "api_version", "kind", "namespace", "name"
-                )
+                for m in rows.only("id", "api_version", "kind", "namespace", "name")
             }
             to_create, to_update = [], []
             for o in written:

@@ -31,6 +31,9 @@ class SyncRequest(models.Model):
     reason = models.CharField(max_length=500, blank=True, verbose_name=_("reason"))
     # Plan generation the change produced; done once a sync has written at least this one.
     generation = models.PositiveBigIntegerField(default=0, verbose_name=_("generation"))
+    # Team namespaces whose allocations the change set (a sync after it need plan only them
+    # and the cluster-wide objects they feed); null: anything may have changed.
+    namespaces = models.JSONField(null=True, blank=True, verbose_name=_("namespaces"))
     status = models.CharField(
         max_length=8, choices=Status.choices, default=Status.PENDING, verbose_name=_("status")
     )
