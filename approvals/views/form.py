@@ -500,6 +500,8 @@ def request_new(request: HttpRequest) -> HttpResponse:
         return _refused_page(request, _("Only team leads and platform admins request quota."))
     if request.method == "GET":
         initial = {"team": request.GET["team"]} if request.GET.get("team") else {}
+        if not initial and len(only := list(teams.order_by("pk")[:2])) == 1:
+            initial["team"] = only[0].pk  # the one team the user may request for: chosen
         form = RequestForm(teams=teams, initial=initial)
         return _render_form(request, form=form, formset=line_formset(teams), teams=teams)
     if request.POST.get("action") == "check":

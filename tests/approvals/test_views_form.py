@@ -2,6 +2,8 @@
 the same forms and services as a submit, nothing saved, the answers named by field; who may
 ask; the no-script Check button; the impact preview and the admins' dry-run diff."""
 
+import re
+
 import pytest
 
 from approvals.lifecycle import request_create
@@ -346,3 +348,31 @@ def test_the_admins_check_has_the_dry_run_diff_of_the_cluster_objects(
     client.force_login(lead_c)
     html = answer_of(client.post("/requests/validate/", data))["impact_html"]
     assert "Changes in the clusters" not in html
+
+
+def _chosen_team(body: str) -> list[str]:
+    select = body[body.index('name="team"') : body.index("</select>", body.index('name="team"'))]
+    return re.findall(r'<option value="(\d+)" selected>', select)
+
+
+def test_a_lead_of_one_team_finds_it_chosen(client, plan, lead_c):
+    client.force_login(lead_c)
+    body = client.get("/requests/new/").content.decode()
+    assert _chosen_team(body) == [str(plan["team-c"].team_id)]
+
+
+def test_a_lead_of_two_teams_chooses(client, plan, lead_c):
+    TeamMembership.objects.create(
+        team=plan["team-a"].team, user=lead_c, role=TeamMembership.Role.LEAD
+    )
+    client.force_login(lead_c)
+    assert _chosen_team(client.get("/requests/new/").content.decode()) == []
+    # The dashboard's link names the team.
+    team_id = plan["team-a"].team_id
+    body = client.get(f"/requests/new/?team={team_id}").content.decode()
+    assert _chosen_team(body) == [str(team_id)]
+
+
+def test_an_admin_chooses_among_every_team(client, plan, admin):
+    client.force_login(admin)
+    assert _chosen_team(client.get("/requests/new/").content.decode()) == []
