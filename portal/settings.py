@@ -150,7 +150,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "/static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(env.str("PORTAL_STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
 STATICFILES_DIRS = [BASE_DIR / "static"]
 # plotly.js comes from the pinned plotly package (vendor/plotly.min.js), never from a CDN.
 STATICFILES_FINDERS = [

@@ -1,6 +1,7 @@
 """`make run`'s entry point on a bare machine: starts everything, serves the login page, stops."""
 
 import json
+import re
 import signal
 import ssl
 import stat
@@ -43,6 +44,30 @@ def _wait_for(
     raise AssertionError(f"{url} did not answer in time: {last_error}")
 
 
+def _static(port: int, path: str) -> tuple[int, dict, int]:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", headers={"Accept-Encoding": "gzip"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.status, dict(response.headers), len(response.read())
+
+
+def _static_files_are_served_as_deployed(port: int, login_page: bytes, var_dir) -> None:
+    """Hashed names, gzip and a year's immutable cache: plotly.js (4.8 MB) is fetched once."""
+    css = re.search(rb'href="(/static/portal/portal\.[0-9a-f]{12}\.css)"', login_page)
+    assert css, "the stylesheet is not linked under a hashed name"
+    manifest = json.loads((var_dir / "static" / "staticfiles.json").read_text())
+    plotly = "/static/" + manifest["paths"]["vendor/plotly.min.js"]
+    assert re.fullmatch(r"/static/vendor/plotly\.min\.[0-9a-f]{12}\.js", plotly)
+    for path in (css.group(1).decode(), plotly):
+        status, headers, _length = _static(port, path)
+        assert status == 200
+        assert headers["Content-Encoding"] == "gzip"
+        assert "immutable" in headers["Cache-Control"]
+        assert "max-age=315360000" in headers["Cache-Control"]
+    assert _static(port, plotly)[2] < 2_000_000  # compressed: about 1.5 MB of 4.8
+
+
 def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
     port, sandbox_port = web_and_sandbox_ports()
     log = (tmp_path / "run.log").open("w+")
@@ -54,6 +79,7 @@ def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
         status, body = _wait_for(f"http://127.0.0.1:{port}/login/", deadline)
         assert status == 200
         assert b'name="password"' in body
+        _static_files_are_served_as_deployed(port, body, tmp_path)
         status, body = _wait_for(f"http://127.0.0.1:{port}/readyz", deadline)
         assert status == 200, body
         # The sandboxes want this run's token, kept in a file only its owner reads.
