@@ -25,6 +25,7 @@ RESULTS = ROOT / "bench" / "results.json"
 # name -> (module, full-size arguments, quick arguments)
 BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "sync": ("bench.bench_sync", ["--namespaces", "500,5000"], ["--namespaces", "100,500"]),
+    "sync-real": ("bench.bench_sync_real", ["--namespaces", "5000"], ["--namespaces", "100"]),
     "apply": (
         "bench.bench_apply",
         ["--approvals", "200", "--namespaces", "50,1000"],
