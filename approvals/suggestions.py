@@ -6,6 +6,7 @@ from django.contrib.auth.models import User
 from approvals.lifecycle import request_create
 from approvals.lines import LineInput
 from approvals.models import QuotaRequest
+from approvals.preview import RequestCheck, request_draft_check
 from common.amounts import format_amount
 from quotas.models import Allocation
 from usage.models import Suggestion
@@ -41,34 +42,51 @@ def suggestion_justification(suggestion: Suggestion) -> str:
     return "\n".join(lines)
 
 
-def request_from_suggestion(
-    *, suggestion: Suggestion, acting_user: User, submit: bool
-) -> QuotaRequest:
-    """A request of the suggestion's team for the suggested guarantee and cap (leads of the
-    team and platform admins; request_create refuses anybody else). The allocation's per-pod
-    max is kept (lowered to the new cap if above it) and so are its priority classes. With
-    ``submit`` it is submitted at once, and a refused submission leaves nothing behind, as for
-    any request. One open request per suggestion: a second is refused naming the first."""
+def suggestion_line(suggestion: Suggestion) -> LineInput:
+    """The line a request from the suggestion asks for: the suggested guarantee and cap, the
+    allocation's per-pod max kept (lowered to the new cap if above it) and its priority
+    classes kept."""
     current = Allocation.objects.filter(
         team_namespace=suggestion.team_namespace, resource=suggestion.resource
     ).first()
     per_pod_max = None
     if current is not None and current.per_pod_max is not None:
         per_pod_max = min(current.per_pod_max, suggestion.suggested_cap) or None
+    return LineInput(
+        team_namespace_id=suggestion.team_namespace_id,
+        resource_id=suggestion.resource_id,
+        guarantee=suggestion.suggested_guarantee,
+        cap=suggestion.suggested_cap,
+        per_pod_max=per_pod_max,
+        priority_classes=tuple(current.priority_classes) if current else (),
+    )
+
+
+def request_from_suggestion(
+    *, suggestion: Suggestion, acting_user: User, submit: bool
+) -> QuotaRequest:
+    """A request of the suggestion's team for :func:`suggestion_line` (leads of the team and
+    platform admins; request_create refuses anybody else). With ``submit`` it is submitted at
+    once, and a refused submission leaves nothing behind, as for any request. One open request
+    per suggestion: a second is refused naming the first."""
     return request_create(
         team=suggestion.team_namespace.team,
         acting_user=acting_user,
         justification=suggestion_justification(suggestion),
-        lines=[
-            LineInput(
-                team_namespace_id=suggestion.team_namespace_id,
-                resource_id=suggestion.resource_id,
-                guarantee=suggestion.suggested_guarantee,
-                cap=suggestion.suggested_cap,
-                per_pod_max=per_pod_max,
-                priority_classes=tuple(current.priority_classes) if current else (),
-            )
-        ],
+        lines=[suggestion_line(suggestion)],
         submit=submit,
         suggestion=suggestion,
+    )
+
+
+def suggestion_check(*, suggestion: Suggestion, acting_user: User) -> RequestCheck:
+    """What a request from the suggestion would meet if submitted now (the plan's errors and
+    warnings, the approval policy), refused as request_from_suggestion would refuse it;
+    nothing is kept."""
+    return request_draft_check(
+        team=suggestion.team_namespace.team,
+        acting_user=acting_user,
+        justification=suggestion_justification(suggestion),
+        lines=[suggestion_line(suggestion)],
+        with_clusters=False,
     )

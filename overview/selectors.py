@@ -379,6 +379,7 @@ class PlanSummary:
     columns: list[tuple[str, str]]  # (cluster, resource)
     resources: list[str]
     capacities: list[Decimal | None]  # one per column
+    capacity_totals: list[Decimal | None]  # one per resource, over the clusters that record it
     rows: list[SummaryRow]
     others: SummaryRow | None
     total: SummaryRow
@@ -446,10 +447,14 @@ def plan_summary(*, user: AnyUser, others_label: str, total_label: str) -> PlanS
     others = None
     if None in per_team:
         others = _summary_row(others_label, None, per_team[None], columns, resources)
+    capacity_totals: dict[str, Decimal] = {}
+    for (_, resource), capacity in capacities.items():
+        capacity_totals[resource] = capacity_totals.get(resource, Decimal(0)) + capacity
     return PlanSummary(
         columns=columns,
         resources=resources,
         capacities=[capacities.get(col) for col in columns],
+        capacity_totals=[capacity_totals.get(r) for r in resources],
         rows=summary_rows,
         others=others,
         total=_summary_row(total_label, None, everything, columns, resources),

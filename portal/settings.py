@@ -150,7 +150,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "/static/"
-STATIC_ROOT = Path(env.str("PORTAL_STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
+STATIC_ROOT = Path(env.str("PORTAL_STATIC_ROOT", default="") or BASE_DIR / "staticfiles")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 # plotly.js comes from the pinned plotly package (vendor/plotly.min.js), never from a CDN.
 STATICFILES_FINDERS = [
@@ -274,9 +274,18 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"refusals": {"()": "portal.logs.RefusalsWithoutTraceback"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["refusals"]}
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # Start-up chatter of every process: django-axes' version, and kombu's file broker
+        # saying it has no host name (it needs none).
+        "axes.apps": {"level": "WARNING"},
+        "kombu.connection": {"level": "ERROR"},
+    },
 }
 
 # Serve static files straight from the app folders (the demo); the image runs collectstatic.

@@ -52,6 +52,8 @@ TYPICAL_PEAK_PERCENTILE = Decimal("0.95")  # as usage.selectors (the rules' warn
 RECENT_DAYS = 7
 WEEK_MIN_DAYS = 4
 MAX_WEEKLY_GROWTH = Decimal("1.25")
+# Below this week-over-week growth usage is flat: noise is no trend (and raises no cap).
+MIN_WEEKLY_GROWTH = Decimal("1.05")
 CAP_HEADROOM = Decimal("1.25")
 LOW_UTILIZATION = Decimal(20)  # percent
 THIN_DAYS = 7
@@ -189,11 +191,12 @@ def weekly_means(days: Sequence[DailyUsage], start: date) -> list[Decimal]:
 
 
 def weekly_growth(weeks: Sequence[Decimal]) -> Decimal:
-    """The last week-over-week growth when each of the last two weeks grew, at most +25%."""
+    """The last week-over-week growth when each of the last two weeks grew by at least 5%,
+    at most +25%; else 1 (flat)."""
     if len(weeks) < 3:
         return Decimal(1)
     a, b, c = weeks[-3], weeks[-2], weeks[-1]
-    if not (c > b > a) or b <= 0:
+    if a <= 0 or b < a * MIN_WEEKLY_GROWTH or c < b * MIN_WEEKLY_GROWTH:
         return Decimal(1)
     return min(c / b, MAX_WEEKLY_GROWTH)
 
@@ -332,7 +335,7 @@ def suggest_allocation(
         flags.append(FLAG_GROWING)
         notes.append(
             "growing week over week "
-            f"({' → '.join(format_amount(w.quantize(TENTH)) for w in weeks[-3:])}"
+            f"({' → '.join(format_amount(w.quantize(AMOUNT_PLACES)) for w in weeks[-3:])}"
             f" mean {unit}): cap raised ×{_ratio(growth)}"
         )
 

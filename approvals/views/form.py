@@ -342,7 +342,8 @@ def _impact_html(request: HttpRequest, result: FormCheck) -> str | None:
     return render_to_string("approvals/_impact.html", _impact_context(result), request=request)
 
 
-def _policy_text(check: RequestCheck) -> str:
+def policy_text(check: RequestCheck) -> str:
+    """Who must approve, as the impact panel says it."""
     if check.policy.auto_approve:
         return _("Would be approved automatically by the cluster's policy.")
     return ngettext(
@@ -357,7 +358,7 @@ def _impact_context(result: FormCheck) -> dict:
     return {
         "check": check,
         "impact": result.impact,
-        "policy_text": _policy_text(check) if check else "",
+        "policy_text": policy_text(check) if check else "",
         "clusters": check.clusters if check else None,
         "cluster_error": check.cluster_error if check else "",
     }

@@ -9,14 +9,32 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_POST
+from django.utils.translation import gettext_lazy
+from django.views.decorators.http import require_http_methods
 
-from approvals.selectors import requests_visible_to
-from approvals.suggestions import request_from_suggestion
+from approvals.selectors import request_impact, requests_visible_to
+from approvals.suggestions import (
+    request_from_suggestion,
+    suggestion_check,
+    suggestion_justification,
+    suggestion_line,
+)
+from approvals.views.form import policy_text
 from common.errors import ApplicationError, PermissionDenied
-from quotas.models import Cluster
+from quotas.models import Allocation, Cluster
 from quotas.selectors import teams_requestable_by, teams_visible_to
 from usage.filtersets import SuggestionFilterSet
+from usage.suggest import (
+    FLAG_BELOW_FLOOR,
+    FLAG_GROWING,
+    FLAG_IDLE,
+    FLAG_LOW_UTILIZATION,
+    FLAG_NO_DATA,
+    FLAG_NOT_OVER,
+    FLAG_SCALED,
+    FLAG_SHARE,
+    FLAG_THIN,
+)
 from usage.suggestion_selectors import suggestions_list, suggestions_visible_to
 
 
@@ -34,6 +52,7 @@ def suggestion_list(request: HttpRequest) -> HttpResponse:
             "s": s,
             "may_request": s.team_namespace.team_id in requestable,
             "figures": _figure_rows(s),
+            "flags": [FLAG_WORDS.get(flag, flag) for flag in s.flags],
         }
         for s in page
     ]
@@ -49,27 +68,40 @@ def suggestion_list(request: HttpRequest) -> HttpResponse:
     return render(request, "approvals/suggestions.html", context, status=400 if errors else 200)
 
 
+# A suggestion's flags (usage/suggest.py) in words a lead reads.
+FLAG_WORDS = {
+    FLAG_IDLE: gettext_lazy("guarantee mostly idle"),
+    FLAG_LOW_UTILIZATION: gettext_lazy("GPUs held but little used"),
+    FLAG_SCALED: gettext_lazy("scaled down to fit the cluster"),
+    FLAG_SHARE: gettext_lazy("cap held at the cluster's share"),
+    FLAG_BELOW_FLOOR: gettext_lazy("guarantee below 80% of the typical daily peak"),
+    FLAG_GROWING: gettext_lazy("usage growing"),
+    FLAG_THIN: gettext_lazy("few days of data"),
+    FLAG_NOT_OVER: gettext_lazy("month not over yet"),
+    FLAG_NO_DATA: gettext_lazy("no usage data"),
+}
+
 FIGURE_LABELS = [
-    ("days_of_data", "days of data"),
-    ("typical_daily_peak", "typical daily peak (p95 of daily peaks)"),
-    ("peak_max", "highest daily peak"),
-    ("demand_peak_max", "highest daily demand (peak + pending)"),
-    ("p95_median", "median daily p95"),
-    ("mean", "mean allocated"),
-    ("recent_level", "recent level (median daily mean, last 7 days)"),
-    ("floor", "80% of the typical daily peak"),
-    ("weekly_means", "weekly means"),
-    ("growth_per_week", "growth per week"),
-    ("utilization_mean", "mean GPU utilization %"),
-    ("gpu_hours", "GPU-hours"),
-    ("borrowed_gpu_hours", "borrowed GPU-hours"),
-    ("idle_guaranteed_gpu_hours", "idle guaranteed GPU-hours"),
-    ("pending_peak", "highest pending"),
-    ("pending_wait_max_seconds", "longest pending wait (s)"),
-    ("pending_wait_mean_seconds", "mean pending wait (s)"),
-    ("evictions", "evicted pods"),
-    ("unscaled_guarantee", "guarantee before scaling"),
-    ("basis", "how"),
+    ("days_of_data", gettext_lazy("days of data")),
+    ("typical_daily_peak", gettext_lazy("typical daily peak (p95 of daily peaks)")),
+    ("peak_max", gettext_lazy("highest daily peak")),
+    ("demand_peak_max", gettext_lazy("highest daily demand (peak + pending)")),
+    ("p95_median", gettext_lazy("median daily p95")),
+    ("mean", gettext_lazy("mean allocated")),
+    ("recent_level", gettext_lazy("recent level (median daily mean, last 7 days)")),
+    ("floor", gettext_lazy("80% of the typical daily peak")),
+    ("weekly_means", gettext_lazy("weekly means")),
+    ("growth_per_week", gettext_lazy("growth per week")),
+    ("utilization_mean", gettext_lazy("mean GPU utilization %")),
+    ("gpu_hours", gettext_lazy("GPU-hours")),
+    ("borrowed_gpu_hours", gettext_lazy("borrowed GPU-hours")),
+    ("idle_guaranteed_gpu_hours", gettext_lazy("idle guaranteed GPU-hours")),
+    ("pending_peak", gettext_lazy("highest pending")),
+    ("pending_wait_max_seconds", gettext_lazy("longest pending wait (s)")),
+    ("pending_wait_mean_seconds", gettext_lazy("mean pending wait (s)")),
+    ("evictions", gettext_lazy("evicted pods")),
+    ("unscaled_guarantee", gettext_lazy("guarantee before scaling")),
+    ("basis", gettext_lazy("how")),
 ]
 
 
@@ -81,16 +113,20 @@ def _figure_rows(s) -> list[tuple[str, str]]:
             continue
         if isinstance(value, list):
             value = ", ".join(str(v) for v in value)
-        out.append((label, str(value)))
+        out.append((str(label), str(value)))
     return out
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def suggestion_request(request: HttpRequest, pk: int) -> HttpResponse:
+    """GET: what a request from the suggestion would change and meet (nothing is made);
+    POST: make it, a draft or submitted."""
     suggestion = suggestions_visible_to(request.user).filter(pk=pk).first()
     if suggestion is None:
         raise Http404(_("no such suggestion"))
+    if request.method == "GET":
+        return _confirm_page(request, suggestion)
     submit = request.POST.get("submit") == "1"
     try:
         qr = request_from_suggestion(suggestion=suggestion, acting_user=request.user, submit=submit)
@@ -109,3 +145,33 @@ def suggestion_request(request: HttpRequest, pk: int) -> HttpResponse:
         done = _("Request #%(id)s saved as a draft from the suggestion.")
     messages.success(request, done % {"id": qr.pk})
     return redirect("requests-detail", pk=qr.pk)
+
+
+def _confirm_page(request: HttpRequest, suggestion) -> HttpResponse:
+    """Ask first: the allocation as it is and as the suggestion would make it, and what a
+    submitted request would meet (the plan's errors and warnings, who must approve)."""
+    line = suggestion_line(suggestion)
+    current = Allocation.objects.filter(
+        team_namespace=suggestion.team_namespace, resource=suggestion.resource
+    ).first()
+    try:
+        check = suggestion_check(suggestion=suggestion, acting_user=request.user)
+    except PermissionDenied as exc:
+        raise DjangoPermissionDenied(exc.message) from None
+    except ApplicationError as exc:
+        check, refusal = None, exc.message
+    else:
+        refusal = ""
+    context = {
+        "s": suggestion,
+        "current": current,
+        "line": line,
+        "justification": suggestion_justification(suggestion),
+        "refusal": refusal,
+        "check": check,
+        "policy_text": policy_text(check) if check else "",
+        "impact": request_impact(check.lines, team_id=suggestion.team_namespace.team_id)
+        if check
+        else None,
+    }
+    return render(request, "approvals/suggestion_confirm.html", context)

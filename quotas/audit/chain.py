@@ -58,6 +58,13 @@ def audit_mac_key_is_derived() -> bool:
     return not settings.AUDIT_MAC_KEY
 
 
+def audit_mac_key_notice_given() -> None:
+    """The caller told the person already that the key is derived (``make run``'s summary):
+    this process does not log it again."""
+    global _derived_key_logged
+    _derived_key_logged = True
+
+
 def audit_mac_key() -> MacKey:
     """The key new events are MACed with: AUDIT_MAC_KEY, else (demo) one derived from SECRET_KEY."""
     from django.conf import settings

@@ -10,6 +10,7 @@ from django.test import Client
 from approvals.lifecycle import request_withdraw
 from approvals.models import QuotaRequest
 from approvals.suggestions import request_from_suggestion
+from common.amounts import format_amount
 from common.errors import NotAllowed
 from quotas.models import ClusterCapacity
 from tests.support.api import as_user
@@ -118,12 +119,17 @@ def test_two_clicks_at_once_make_one_request(lead_a, alloc_a, alloc_b, gpu, clus
     assert QuotaRequest.objects.filter(suggestion=s).count() == 1
 
 
-def test_the_page_button_posts_with_csrf_and_shows_the_request(june_suggestions, lead_a):
+def test_the_page_asks_first_then_posts_with_csrf_and_shows_the_request(june_suggestions, lead_a):
     s = june_suggestions["team-a-training"]
     client = Client(enforce_csrf_checks=True)
     client.force_login(lead_a)
-    page = client.get("/suggestions/")
-    assert f'data-testid="request-{s.pk}"' in page.content.decode()
+    listing = client.get("/suggestions/").content.decode()
+    # The list links to the question; it has no button that makes a request.
+    assert f'data-testid="review-{s.pk}"' in listing
+    assert 'method="post"' not in listing.split('data-testid="suggestions"')[1]
+    page = client.get(f"/requests/from-suggestion/{s.pk}/")
+    assert page.status_code == 200
+    assert not QuotaRequest.objects.exists()  # asking made nothing
     assert client.post(f"/requests/from-suggestion/{s.pk}/", {"submit": "0"}).status_code == 403
     token = page.cookies["csrftoken"].value
     response = client.post(
@@ -138,9 +144,55 @@ def test_the_page_refuses_members_and_hides_other_teams(june_suggestions, member
     s, other = june_suggestions["team-a-training"], june_suggestions["team-b-inference"]
     client = Client()
     client.force_login(member_a)
-    assert f'data-testid="request-{s.pk}"' not in client.get("/suggestions/").content.decode()
+    assert f'data-testid="review-{s.pk}"' not in client.get("/suggestions/").content.decode()
+    assert client.get(f"/requests/from-suggestion/{s.pk}/").status_code == 403
     assert client.post(f"/requests/from-suggestion/{s.pk}/", {"submit": "1"}).status_code == 403
     client.force_login(lead_a)
     assert client.post(f"/requests/from-suggestion/{other.pk}/").status_code == 404
-    assert client.get(f"/requests/from-suggestion/{s.pk}/").status_code == 405
+    assert client.get(f"/requests/from-suggestion/{other.pk}/").status_code == 404
+    assert client.put(f"/requests/from-suggestion/{s.pk}/").status_code == 405
     assert not QuotaRequest.objects.exists()
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_the_question_shows_what_changes_and_who_approves(june_suggestions, lead_a, language):
+    s = june_suggestions["team-a-training"]
+    client = Client(HTTP_ACCEPT_LANGUAGE=language)
+    client.force_login(lead_a)
+    body = client.get(f"/requests/from-suggestion/{s.pk}/").content.decode()
+    was, now = format_amount(s.current_guarantee), format_amount(s.suggested_guarantee)
+    guarantee = f"{was} → <strong>{now}</strong>"
+    cap = f"{format_amount(s.current_cap)} → <strong>{format_amount(s.suggested_cap)}</strong>"
+    assert guarantee in body and cap in body
+    assert 'data-testid="impact-policy"' in body
+    assert 'data-testid="confirm-draft"' in body
+    if language == "zh-hans":
+        assert "<h1>根据建议提出申请</h1>" in body
+    assert not QuotaRequest.objects.exists()
+
+
+def test_a_suggestion_already_requested_is_refused_on_the_question_with_nothing_to_press(
+    june_suggestions, lead_a
+):
+    s = june_suggestions["team-a-training"]
+    request_from_suggestion(suggestion=s, acting_user=lead_a, submit=False)
+    client = Client()
+    client.force_login(lead_a)
+    body = client.get(f"/requests/from-suggestion/{s.pk}/").content.decode()
+    # The draft check does not know the suggestion: the POST refuses a second request.
+    response = client.post(f"/requests/from-suggestion/{s.pk}/", {"submit": "0"})
+    assert response.status_code == 302
+    assert QuotaRequest.objects.filter(suggestion=s).count() == 1
+    assert 'data-testid="suggestion-confirm"' in body
+
+
+def test_the_flags_read_as_words(june_suggestions, lead_a):
+    from usage.models import Suggestion
+
+    s = june_suggestions["team-a-training"]
+    Suggestion.objects.filter(pk=s.pk).update(flags=["capped_by_share", "no_data"])
+    client = Client(HTTP_ACCEPT_LANGUAGE="en")
+    client.force_login(lead_a)
+    body = client.get("/suggestions/").content.decode()
+    assert "cap held at the cluster&#x27;s share" in body and "no usage data" in body
+    assert "capped_by_share" not in body and ">no_data<" not in body

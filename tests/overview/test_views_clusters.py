@@ -192,7 +192,7 @@ def test_summary_rows_columns_and_totals_for_admins(client, people, admin):
     rows = table_rows(get(client, people["admin"], "/summary/"), "summary")
     body = {r[0]: r[1:] for r in rows[2:]}
     # columns: c0 gpu, c1 gpu, then the total over clusters
-    assert body["Capacity"] == ["100", "100", ""]
+    assert body["Capacity"] == ["100", "100", "200"]  # all clusters: the capacities added
     assert body["t0 Team 0"] == ["3 / 6", "3 / 6", "6 / 12"]
     assert body["t1 Team 1"] == ["17 / 51", "3 / 6", "20 / 57"]
     assert body["Total"] == ["23 / 63", "9 / 18", "32 / 81"]

@@ -68,6 +68,18 @@ def _static_files_are_served_as_deployed(port: int, login_page: bytes, var_dir) 
     assert _static(port, plotly)[2] < 2_000_000  # compressed: about 1.5 MB of 4.8
 
 
+def _start_up_ends_with_one_summary(output: str) -> None:
+    """Said once, at the end of the start-up: the URL, the logins, the kubeconfigs and the
+    derived audit key; no Celery banner, no traceback of a refusal."""
+    assert output.count("Logins (password 'demo')") == 1
+    assert output.count("AUDIT_MAC_KEY") == 1
+    assert "-------------- celery@" not in output and "[tasks]" not in output
+    summary = output.index("GPU quota portal: http://")
+    assert output.index("Ctrl-C stops everything.") > summary
+    assert "kube sandbox listening" in output[:summary]
+    assert "Traceback" not in output
+
+
 def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
     port, sandbox_port = web_and_sandbox_ports()
     log = (tmp_path / "run.log").open("w+")
@@ -145,6 +157,7 @@ def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
         log.seek(0)
         output = log.read()
     assert code == 0, output
+    _start_up_ends_with_one_summary(output)
     assert "admin, admin2" in output  # the demo logins are printed
     assert token not in output  # but never the token
     assert (

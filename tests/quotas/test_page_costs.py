@@ -45,7 +45,7 @@ def test_the_suggestions_page_reads_a_fixed_number_of_queries_and_offers_the_sam
         from usage.models import Suggestion
 
         for s in Suggestion.objects.select_related("team_namespace"):
-            button = f'action="/requests/from-suggestion/{s.pk}/"'
+            button = f'href="/requests/from-suggestion/{s.pk}/"'
             assert (button in html) == suggestion_requestable_by(who, s), (who, s)
     assert all(small == large for small, large in counts.values()), counts
 

@@ -1,5 +1,5 @@
 """In a real browser, offline: the usage page draws its plotly charts from the portal's own
-static files, and a lead turns a suggestion into a request with one click."""
+static files, and a lead turns a suggestion into a request after seeing what it changes."""
 
 import pytest
 from playwright.sync_api import expect
@@ -29,7 +29,13 @@ def test_charts_draw_offline_and_a_suggestion_becomes_a_request(
     assert external == []
 
     page.click("text=Suggestions")
-    page.click(f"[data-testid=draft-{suggestion.pk}]")
+    page.click(f"[data-testid=review-{suggestion.pk}]")
+    # Asked first: what changes and who approves, and nothing made yet.
+    expect(page.locator("[data-testid=change-cap]")).to_contain_text("→ 4")
+    expect(page.locator("[data-testid=impact-policy]")).to_be_visible()
+    assert not QuotaRequest.objects.exists()
+    page.screenshot(path=str(artifacts / "suggestion-confirm.png"), full_page=True)
+    page.click("[data-testid=confirm-draft]")
     expect(page.locator("[data-testid=status]")).to_have_text("draft")
     qr = QuotaRequest.objects.get()
     assert qr.lines.get().requested_cap == 4

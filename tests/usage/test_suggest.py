@@ -114,6 +114,10 @@ def test_growth_is_bounded_and_needs_two_rising_weeks():
     assert weekly_growth([D(1), D(2), D(8)]) == D("1.25")
     assert weekly_growth([D(3), D(2), D(4)]) == 1  # one rising week is not a trend
     assert weekly_growth([D(1), D(2)]) == 1
+    # Creeping up by a percent a week is flat, not a trend to raise a cap for.
+    assert weekly_growth([D("0.30"), D("0.303"), D("0.306")]) == 1
+    assert weekly_growth([D("0.30"), D("0.33"), D("0.363")]) == D("1.1")
+    assert weekly_growth([D(0), D(1), D(2)]) == 1  # nothing to grow from
 
 
 def test_an_idle_namespace_releases_its_guarantee_and_keeps_its_cap():

@@ -11,6 +11,7 @@ the sandbox (they share namespace names with ``demo``, and a cluster is its own 
 
 import contextlib
 import hashlib
+import io
 import os
 import secrets
 import shutil
@@ -18,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 from django.conf import settings
@@ -42,6 +44,12 @@ def _write_token_file(path: Path) -> Path:
     return path
 
 
+AUDIT_KEY_NOTE = (
+    "Audit log: AUDIT_MAC_KEY is not set, so it is MACed with a key derived from "
+    "DJANGO_SECRET_KEY (fine for the demo only)."
+)
+
+
 def _static_sources_digest() -> str:
     """A digest of every static source file's name, size and modification time, as the
     finders list them: equal, and the collected files are still those of the sources."""
@@ -57,6 +65,8 @@ def _static_sources_digest() -> str:
 
 class Command(BaseCommand):
     help = "Run the whole portal locally: sandbox Kubernetes API, web, Celery worker and beat."
+    # Run by handle itself, so that what they find is said once, in the summary.
+    requires_system_checks = []
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
@@ -76,6 +86,36 @@ class Command(BaseCommand):
             help=f"Run cluster {REAL_DEMO_CLUSTER} on the real control plane (make controlplane "
             "first) and submit GPU work to it; the other demo clusters stay on the sandbox.",
         )
+
+    def _check_notes(self) -> list[str]:
+        """Django's system checks: errors stop the run; the rest become lines of the summary
+        (the derived audit key one line of its own, said nowhere else)."""
+        from django.core import checks
+
+        from quotas.audit.chain import audit_mac_key_is_derived, audit_mac_key_notice_given
+
+        found = checks.run_checks(include_deployment_checks=False)
+        errors = [m for m in found if m.is_serious()]
+        if errors:
+            raise CommandError("; ".join(str(m) for m in errors))
+        notes = [str(m) for m in found if m.id != "quotas.W001"]
+        if audit_mac_key_is_derived():
+            notes.append(AUDIT_KEY_NOTE)
+            audit_mac_key_notice_given()
+        return notes
+
+    def _wait_for_web(self, bind: str, web, timeout: float = 60) -> None:
+        """Until the web server answers (or has died): the summary comes after its start-up."""
+        host, port = bind.rsplit(":", 1)
+        if host in ("0.0.0.0", "", "::"):  # noqa: S104 (a bound-everywhere server, asked locally)
+            host = "127.0.0.1"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and web.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://{host}:{port}/healthz", timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.3)
 
     def _collect_static(self, env: dict, root: Path) -> None:
         """The static files as deployed: collected under hashed names, gzipped, served by
@@ -102,10 +142,12 @@ class Command(BaseCommand):
         stamp.write_text(sources)
 
     def handle(self, *args, **options) -> None:
-        call_command("migrate", interactive=False, verbosity=0)
-        self.stdout.write("Database migrated.")
+        # The system checks' findings are said once, in the summary at the end.
+        self._notes = self._check_notes()
+        call_command("migrate", interactive=False, verbosity=0, skip_checks=True)
         if not options["no_seed"]:
-            call_command("seed_demo", stdout=self.stdout)
+            # Its logins are in the summary at the end.
+            call_command("seed_demo", stdout=io.StringIO())
 
         env = os.environ.copy()
         env.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
@@ -184,11 +226,12 @@ class Command(BaseCommand):
             "celery",
             "-A",
             "portal",
+            "--quiet",  # no banner: the summary is the start-up's last word
             "worker",
             "--pool",
             "solo",
             "--loglevel",
-            "INFO",
+            "WARNING",
         ]
         commands["beat"] = [
             python,
@@ -196,9 +239,10 @@ class Command(BaseCommand):
             "celery",
             "-A",
             "portal",
+            "--quiet",
             "beat",
             "--loglevel",
-            "INFO",
+            "WARNING",
             "--scheduler",
             "django_celery_beat.schedulers:DatabaseScheduler",
             "--pidfile",
@@ -237,8 +281,12 @@ class Command(BaseCommand):
             sync_cluster.delay(real.pk, SyncRun.Trigger.RECONCILE)
             self._submit_demo_work(control_plane, after_run=last_run)
 
+        self._wait_for_web(bind, children["web"])
         self.stdout.write(
-            self.style.SUCCESS(f"\nGPU quota portal: http://{bind}/")
+            "\n"
+            + "-" * 72
+            + "\n"
+            + self.style.SUCCESS(f"GPU quota portal: http://{bind}/")
             + "\nLogins (password 'demo'): admin, admin2 (platform admins), "
             "lead-a, lead-b, lead-c (team leads), viewer (auditor)."
             + "".join(
@@ -253,7 +301,10 @@ class Command(BaseCommand):
                 if control_plane is not None
                 else ""
             )
+            + "".join(f"\n{note}" for note in self._notes)
             + "\nCtrl-C stops everything.\n"
+            + "-" * 72
+            + "\n"
         )
         self.stdout.flush()
 

@@ -19,7 +19,8 @@ def test_the_suggestions_page_lists_the_teams_of_the_user(client, june_suggestio
     client.force_login(lead_a)
     html = client.get("/suggestions/").content.decode()
     assert "team-a-training" in html and "team-b-inference" not in html
-    assert "idle_guarantee" in html and "typical daily peak (p95 of daily peaks)" in html
+    assert "guarantee mostly idle" in html and "typical daily peak (p95 of daily peaks)" in html
+    assert "idle_guarantee" not in html  # the flag in words, not its code
     assert 'href="/suggestions/"' in html  # in the navigation
 
 

@@ -1,0 +1,38 @@
+"""A refused request is logged on one line, a failure with its traceback (portal/logs.py on
+the console handler of settings.LOGGING)."""
+
+import logging
+import sys
+
+from django.conf import settings
+
+from portal.logs import RefusalsWithoutTraceback
+
+
+def _formatted(status_code: int) -> str:
+    try:
+        raise PermissionError("Only platform admins and auditors may read the audit log.")
+    except PermissionError:
+        exc_info = sys.exc_info()
+    record = logging.LogRecord(
+        "django.request", logging.WARNING, __file__, 1, "Forbidden: %s", ("/audit/",), exc_info
+    )
+    record.status_code = status_code
+    assert RefusalsWithoutTraceback().filter(record)
+    formatter = logging.Formatter(settings.LOGGING["formatters"]["plain"]["format"])
+    return formatter.format(record)
+
+
+def test_a_refusal_is_one_line_and_a_failure_keeps_its_traceback():
+    refused = _formatted(403)
+    assert refused.endswith("WARNING django.request Forbidden: /audit/")
+    assert "Traceback" not in refused and "\n" not in refused
+    assert "Traceback" in _formatted(500)
+
+
+def test_the_console_handler_filters_refusals():
+    console = settings.LOGGING["handlers"]["console"]
+    assert "refusals" in console["filters"]
+    assert settings.LOGGING["filters"]["refusals"]["()"] == "portal.logs.RefusalsWithoutTraceback"
+    handler = next(h for h in logging.getLogger().handlers if isinstance(h, logging.StreamHandler))
+    assert any(isinstance(f, RefusalsWithoutTraceback) for f in handler.filters)
