@@ -37,7 +37,12 @@ def test_run_real_runs_the_demo_on_the_real_control_plane_and_stops_it(control_p
         stdout=log,
     )
     try:
-        poll("the demo's work submitted", lambda: BANNER in log_path.read_text(), timeout=300)
+        # The summary (its kubeconfig among it) is printed last, once the web server answers.
+        poll(
+            "the demo's work submitted and the summary printed",
+            lambda: BANNER in (text := log_path.read_text()) and "Ctrl-C stops everything." in text,
+            timeout=300,
+        )
         output = log_path.read_text()
         server = re.search(r"Real control plane of cluster demo: (https://\S+)", output)
         kubeconfig = Path(re.search(r"export KUBECONFIG=(\S+)", output).group(1))
