@@ -34,11 +34,13 @@ def _wait_for(
         request.add_header("Authorization", f"Bearer {token}")
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(request, timeout=5, context=context) as response:
+            with urllib.request.urlopen(request, timeout=20, context=context) as response:
                 return response.status, response.read()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read()
-        except (urllib.error.URLError, ConnectionError) as exc:
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+            # TimeoutError: the server took the connection but its first answer (cold
+            # imports and template compilation on a loaded machine) came late; ask again.
             last_error = exc
             time.sleep(0.5)
     raise AssertionError(f"{url} did not answer in time: {last_error}")
