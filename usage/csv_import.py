@@ -53,11 +53,17 @@ class ImportResult:
     error_count: int = 0
     # (cluster id) -> (first day, last day) of what was imported, for the rollup.
     days: dict[int, tuple[date, date]] = field(default_factory=dict)
+    # "copy": COPYed and checked in SQL (PostgreSQL); "rows": parsed row by row.
+    method: str = "rows"
 
     def add_error(self, error: RowError) -> None:
         self.error_count += 1
         if len(self.errors) < KEPT_ERRORS:
             self.errors.append(error)
+
+    def add_day(self, cluster_id: int, day: date) -> None:
+        first, last = self.days.get(cluster_id, (day, day))
+        self.days[cluster_id] = (min(first, day), max(last, day))
 
 
 class _RowInvalid(Exception):
@@ -176,26 +182,58 @@ class _CountingLines:
             yield line
 
 
-def usage_import_csv(
-    *,
-    stream: io.TextIOBase,
-    rollup: bool = True,
-    progress: Callable[[int, int], None] | None = None,
-) -> ImportResult:
-    """Import every good row of ``stream``; ``progress(rows, characters read)`` is called after
-    each batch. Raises CsvHeaderError when the header lacks a required column."""
-    counting = _CountingLines(stream)
-    reader = csv.DictReader(counting)
-    header = [h.strip() for h in (reader.fieldnames or [])]
+def _header(fieldnames: list[str] | None) -> list[str]:
+    header = [h.strip() for h in (fieldnames or [])]
     if not header:
         raise CsvHeaderError("the file is empty: expected a header line")
-    reader.fieldnames = header
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise CsvHeaderError(
             f"column {', '.join(missing)} missing from the header "
             f"(required: {', '.join(REQUIRED)}; optional: {', '.join(OPTIONAL)})"
         )
+    return header
+
+
+def usage_import_csv(
+    *,
+    stream: io.TextIOBase | Iterable[str],
+    rollup: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+    copy: bool = True,
+) -> ImportResult:
+    """Import every good row of ``stream``; ``progress(rows, characters read)`` is called as
+    the file is read. Raises CsvHeaderError when the header lacks a required column.
+
+    On PostgreSQL a seekable file (not an iterable of lines) is COPYed whole into a staging table and checked and upserted
+    in SQL (csv_copy.py); rows the SQL cannot vouch for are parsed here, one by one, with the
+    same rules. A file COPY cannot take (a row with more or fewer cells than the header, a
+    blank line, a date that does not exist) is read again from the start row by row, as on
+    SQLite (``copy=False`` asks for that path)."""
+    result = None
+    seekable = getattr(stream, "seekable", None)
+    if copy and connection.vendor == "postgresql" and seekable and seekable():
+        from usage.csv_copy import usage_import_copy
+
+        start = stream.tell()
+        result = usage_import_copy(stream=stream, progress=progress)
+        if result is None:
+            stream.seek(start)
+    if result is None:
+        result = _import_rows(stream=stream, progress=progress)
+    if rollup:
+        for cluster_id, (first, last) in sorted(result.days.items()):
+            usage_rollup(start=first, end=last, cluster_id=cluster_id)
+    return result
+
+
+def _import_rows(
+    *, stream: io.TextIOBase | Iterable[str], progress: Callable[[int, int], None] | None
+) -> ImportResult:
+    """Row by row: each parsed here, written in batches."""
+    counting = _CountingLines(stream)
+    reader = csv.DictReader(counting)
+    reader.fieldnames = _header(reader.fieldnames)
     tz = ZoneInfo(settings.TIME_ZONE)
     lookups = _Lookups()
     result = ImportResult()
@@ -212,9 +250,7 @@ def usage_import_csv(
             continue
         # A later row of the same namespace, resource and time replaces an earlier one.
         batch[(parsed[0], parsed[1], parsed[2])] = parsed
-        cluster_id, day = parsed[7], parsed[2].astimezone(tz).date()
-        first, last = result.days.get(cluster_id, (day, day))
-        result.days[cluster_id] = (min(first, day), max(last, day))
+        result.add_day(parsed[7], parsed[2].astimezone(tz).date())
         if len(batch) >= BATCH:
             result.imported += _write(batch.values())
             batch.clear()
@@ -224,9 +260,6 @@ def usage_import_csv(
         result.imported += _write(batch.values())
     if progress:
         progress(result.rows, counting.read)
-    if rollup:
-        for cluster_id, (first, last) in sorted(result.days.items()):
-            usage_rollup(start=first, end=last, cluster_id=cluster_id)
     return result
 
 

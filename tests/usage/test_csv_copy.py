@@ -1,0 +1,239 @@
+"""The usage import's COPY path (PostgreSQL) against its row-by-row path: for files of every
+kind of good, odd and bad row, the same samples, the same errors with the same lines, fields
+and words, the same counts and days; and files COPY cannot take go row by row, writing nothing
+twice."""
+
+import io
+import random
+import tracemalloc
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+
+from quotas.models import TeamNamespace
+from usage import csv_copy
+from usage.csv_import import usage_import_csv
+from usage.models import UsageSample
+
+pytestmark = pytest.mark.django_db
+
+HEADER = "timestamp,cluster,namespace,resource,allocated,utilization,pending,wait_seconds"
+
+TIMESTAMPS = [
+    "2025-03-01T00:00:00Z",
+    "2025-03-01T00:05:00+00:00",
+    "2025-03-01 00:10:00",
+    "2025-03-01T00:15:00",
+    "2025-03-01T00:20:00.5Z",
+    "2025-03-01T00:25:00.123456+08:00",
+    "2025-03-01T00:30:00.1234567Z",  # 7 digits: Python cuts, so it goes row by row
+    "2025-03-01T00:35:00-14:00",
+    "2025-03-01T00:40:00+15:00",
+    "2025-03-01T24:00:00",
+    "2025-03-01T00:45:60Z",
+    "2025-03-01",
+    "20250301T005000Z",
+    "2025-03-01T00:55Z",
+    " 2025-03-01T01:00:00Z ",
+    "yesterday",
+    "now",
+    "",
+]
+AMOUNTS = ["0", "4", "4.5", "4.125", "4.1250", "4.1255", "1e3", "+5", " 6 ", "\t6", "-1", "x", ""]
+AMOUNTS += ["99999999999", "100000000000", ".5", "5.", ".", "0006", "1_000", "NaN", "Infinity"]
+UTILIZATION = ["", "0", "55.5", "100", "100.00", "100.01", "12.345", "12.3450", "x", "-1", "1e1"]
+WAITS = ["", "0", "300", "1.9", "-5", "x", "2147483647", "2147483648", "999999999", "1e3"]
+NAMES = [
+    ("demo", "team-a-training"),
+    ("demo", "team-b-inference"),
+    ("demo", " team-a-training "),
+    ("demo", "team-x"),
+    ("nowhere", "team-a-training"),
+    ("", "team-a-training"),
+    ("demo", ""),
+]
+RESOURCES = ["nvidia.com/gpu", "amd.com/gpu", "", " nvidia.com/gpu"]
+
+
+def _cell(value: str) -> str:
+    return f'"{value}"' if any(c in value for c in ',"\n') or value.startswith(" ") else value
+
+
+def _file(seed: int, rows: int = 300) -> str:
+    rng = random.Random(seed)
+    lines = [HEADER]
+    for _ in range(rows):
+        cluster, namespace = rng.choice(NAMES) if rng.random() < 0.3 else NAMES[rng.randint(0, 1)]
+        cells = [
+            rng.choice(TIMESTAMPS) if rng.random() < 0.4 else rng.choice(TIMESTAMPS[:6]),
+            cluster,
+            namespace,
+            rng.choice(RESOURCES) if rng.random() < 0.2 else RESOURCES[0],
+            rng.choice(AMOUNTS) if rng.random() < 0.4 else str(rng.randint(0, 8)),
+            rng.choice(UTILIZATION),
+            rng.choice(AMOUNTS) if rng.random() < 0.2 else rng.choice(["", "0", "2"]),
+            rng.choice(WAITS),
+        ]
+        lines.append(",".join(_cell(c) for c in cells))
+    return "\n".join(lines) + "\n"
+
+
+def _samples() -> list[tuple]:
+    return sorted(
+        UsageSample.objects.values_list(
+            "team_namespace_id",
+            "resource_id",
+            "timestamp",
+            "allocated",
+            "utilization",
+            "pending",
+            "wait_seconds",
+            "source",
+        )
+    )
+
+
+def _both(text: str) -> tuple:
+    """The file imported by COPY, then by rows into an empty table: both results and tables."""
+    by_copy = usage_import_csv(stream=io.StringIO(text), rollup=False)
+    copied = _samples()
+    UsageSample.objects.all().delete()
+    by_rows = usage_import_csv(stream=io.StringIO(text), rollup=False, copy=False)
+    return by_copy, copied, by_rows, _samples()
+
+
+@pytest.fixture(autouse=True)
+def _postgresql_only():
+    if connection.vendor != "postgresql":
+        pytest.skip("COPY is PostgreSQL's; on SQLite every import goes row by row")
+
+
+@pytest.fixture
+def world(plan, gpu):
+    TeamNamespace.objects.filter(name="team-a-training").update(name="team-a-training")
+    return plan
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata", "Europe/Berlin"])
+@pytest.mark.parametrize("seed", range(6))
+def test_copy_and_rows_give_the_same_samples_errors_and_days(settings, world, zone, seed):
+    settings.TIME_ZONE = zone
+    text = _file(seed)
+    by_copy, copied, by_rows, rowed = _both(text)
+    assert by_rows.method == "rows"
+    assert by_copy.method in ("copy", "rows")
+    assert copied == rowed
+    assert [(e.line, e.field, e.message) for e in by_copy.errors] == [
+        (e.line, e.field, e.message) for e in by_rows.errors
+    ]
+    assert (by_copy.rows, by_copy.error_count, by_copy.days) == (
+        by_rows.rows,
+        by_rows.error_count,
+        by_rows.days,
+    )
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Europe/Berlin"])
+def test_a_file_of_plain_and_odd_rows_is_copied_not_read_row_by_row(settings, world, zone):
+    """No row here breaks COPY: the SQL takes the plain rows, the rules the rest (1e3, +5)."""
+    settings.TIME_ZONE = zone
+    text = "\n".join(
+        [
+            HEADER,
+            "2025-03-01T00:00:00Z,demo,team-a-training,nvidia.com/gpu,4,55.5,2,300",
+            "2025-03-01T00:05:00,demo,team-a-training,nvidia.com/gpu,1e0,,,1.9",
+            "2025-03-01T00:10:00+01:00,demo,team-b-inference,nvidia.com/gpu,+5,12.345,,",
+            "yesterday,demo,team-a-training,nvidia.com/gpu,4,,,",
+            "2025-03-01T00:15:00Z,demo,team-x,nvidia.com/gpu,4,,,",
+            '"2025-03-01T00:20:00Z","demo","team-a-training","nvidia.com/gpu","3","","",""',
+        ]
+    )
+    by_copy, copied, by_rows, rowed = _both(text + "\n")
+    assert by_copy.method == "copy"
+    assert copied == rowed and len(copied) == 4
+    assert [(e.line, e.field) for e in by_copy.errors] == [(5, "timestamp"), (6, "namespace")]
+    assert by_copy.errors == by_rows.errors and by_copy.imported == 4
+    naive = next(s for s in copied if s[3] == Decimal(1))
+    assert naive[2].isoformat() == (
+        "2025-03-01T00:05:00+00:00" if zone == "UTC" else "2025-02-28T23:05:00+00:00"
+    )
+    assert next(s for s in copied if s[3] == Decimal(5))[4] == Decimal("12.34")  # half-even
+    assert next(s for s in copied if s[3] == Decimal(1))[6] == 1  # 1.9 s counts as 1
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "2025-03-01T00:00:00Z,demo,team-a-training,nvidia.com/gpu,4,,,,extra",  # a cell too many
+        "2025-03-01T00:00:00Z,demo,team-a-training,nvidia.com/gpu,4",  # too few: a good row
+        "",  # a blank line
+        "2025-02-30T00:00:00Z,demo,team-a-training,nvidia.com/gpu,4,,,",  # no such day
+        '2025-03-01T00:00:00Z,demo,"team-a\ntraining",nvidia.com/gpu,4,,,',  # a line break
+    ],
+)
+def test_what_copy_cannot_take_goes_row_by_row_and_writes_nothing_twice(world, bad):
+    text = "\n".join(
+        [
+            HEADER,
+            "2025-03-01T00:05:00Z,demo,team-a-training,nvidia.com/gpu,4,,,",
+            bad,
+            "2025-03-01T00:10:00Z,demo,team-a-training,nvidia.com/gpu,5,,,",
+        ]
+    )
+    by_copy, copied, by_rows, rowed = _both(text + "\n")
+    assert by_copy.method == "rows"
+    assert copied == rowed and len(copied) in (2, 3)
+    assert by_copy.errors == by_rows.errors and by_copy.imported == by_rows.imported
+
+
+def test_a_repeated_sample_keeps_the_later_line_as_row_by_row(world):
+    rows = [
+        "2025-03-01T00:05:00Z,demo,team-a-training,nvidia.com/gpu,4,,,",
+        "2025-03-01T00:05:00+00:00,demo,team-a-training,nvidia.com/gpu,1e0,,,",
+        "2025-03-01T00:05:00Z,demo,team-a-training,nvidia.com/gpu,7,,,",
+        "2025-03-01T00:05:00Z,demo,team-b-inference,nvidia.com/gpu,2,,,",
+    ]
+    by_copy, copied, _by_rows, rowed = _both("\n".join([HEADER, *rows]) + "\n")
+    assert by_copy.method == "copy"
+    assert copied == rowed
+    assert sorted(s[3] for s in copied) == [Decimal(2), Decimal(7)]
+
+
+def test_a_header_with_columns_in_another_order_and_unknown_ones(world):
+    text = (
+        "namespace,note,allocated,timestamp,resource,cluster\n"
+        "team-a-training,hello,3,2025-03-01T00:00:00Z,nvidia.com/gpu,demo\n"
+        "team-a-training,,4,2025-03-01T00:05:00Z,nvidia.com/gpu,demo\n"
+    )
+    by_copy, copied, _by_rows, rowed = _both(text)
+    assert by_copy.method == "copy" and copied == rowed and len(copied) == 2
+    assert {s[4] for s in copied} == {None} and {s[5] for s in copied} == {Decimal(0)}
+
+
+def test_copy_streams_the_file_with_bounded_memory(world, tmp_path, monkeypatch):
+    monkeypatch.setattr(csv_copy, "CHUNK", 1 << 14)
+
+    def peak_of(n: int) -> int:
+        UsageSample.objects.all().delete()
+        path = tmp_path / f"{n}.csv"
+        path.write_text(
+            HEADER
+            + "\n"
+            + "".join(
+                f"2025-03-{1 + i // 288:02d}T{i // 12 % 24:02d}:{i % 12 * 5:02d}:00Z,demo,"
+                f"team-a-training,nvidia.com/gpu,{i % 9},{i % 100},0,\n"
+                for i in range(n)
+            )
+        )
+        with path.open(newline="") as stream:
+            tracemalloc.start()
+            result = usage_import_csv(stream=stream, rollup=False)
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+        assert result.method == "copy" and result.imported == n
+        return peak
+
+    small, large = peak_of(1_000), peak_of(8_000)
+    # Eight times the rows (0.1 MB and 0.6 MB, 5 and 40 chunks), about the same memory.
+    assert large < small * 2, (small, large)

@@ -1,0 +1,322 @@
+"""The usage import on PostgreSQL: the file COPYed as it is into a staging table of text
+columns, the rows checked and converted in SQL, and one upsert into the samples.
+
+What the SQL converts it must convert exactly as the row-by-row path (csv_import._parse) would,
+so it takes only the plain forms whose meaning is beyond doubt: ``2025-01-01T00:05:00`` (with
+``Z`` or ``+hh:mm``; without an offset only when TIME_ZONE has one offset all year round),
+amounts of digits and one point, utilization with at most two decimals, wait_seconds of
+digits, and cluster, namespace and resource names that exist. Every other row (an error, or a
+form such as ``1e3`` or ``+5``) is read back and parsed row by row by csv_import's own rules,
+so its error, or its value, is the one the row-by-row path gives. A row beyond the header's
+cells, a blank line or a date that does not exist makes the whole file go row by row instead
+(the caller reads it again): COPY or the cast refuse it, and no row was written.
+"""
+
+# ruff: noqa: S608 - the queries are built from this module's own fragments and the header's
+# column positions; no text of the file is ever part of one.
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import psycopg
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+from psycopg.copy import LibpqWriter
+
+from usage.csv_import import (
+    OPTIONAL,
+    REQUIRED,
+    ImportResult,
+    RowError,
+    _header,
+    _Lookups,
+    _parse,
+    _RowInvalid,
+)
+
+CHUNK = 1 << 20  # characters handed to COPY at a time
+FETCH = 10_000  # rows read back at a time for the row-by-row rules
+
+
+def _fixed_offset(zone: str) -> bool:
+    """Whether the zone has one UTC offset from 1970 to 2050 (no summer time): then a time
+    without an offset means the same instant in PostgreSQL as in Python."""
+    tz = ZoneInfo(zone)
+    start = datetime(1970, 1, 1, tzinfo=tz)
+    offsets = {(start + timedelta(days=15 * i)).utcoffset() for i in range(80 * 24 + 1)}
+    return len(offsets) == 1
+
+
+DIGITS = "'0123456789'"
+
+
+def _optional(c: str, check: str) -> str:
+    return f"(CASE WHEN {c} IS NULL OR {c} = '' THEN true ELSE {check} END)"
+
+
+def _plain_amount(c: str, *, whole: int, decimals: int) -> str:
+    """SQL, true where the cell is an amount written plainly: digits, at most one point, at
+    most ``whole`` digits before it and ``decimals`` after (1e3, +5, ' 5' or 4.1250 go by the
+    rules). Text functions only: PostgreSQL may evaluate an AND's terms in any order, so no
+    term may cast."""
+    point = f"strpos({c}, '.')"
+    return (
+        f"(translate({c}, {DIGITS}, '') IN ('', '.') AND {c} <> '.' AND "
+        f"(CASE {point} WHEN 0 THEN length({c}) <= {whole} "
+        f"ELSE {point} - 1 <= {whole} AND length({c}) - {point} <= {decimals} END))"
+    )
+
+
+def _plain_timestamp(c: str, naive: bool) -> str:
+    """SQL, true where the cell is a timestamp written plainly: 2025-03-01T00:05:00 (or a
+    space for the T), an optional fraction of 1 to 6 digits (more: one rounds, the other
+    cuts), then Z or +hh:mm below 15 hours (without either only when ``naive``). Hour 24 and
+    second 60, which PostgreSQL takes and Python refuses, are not plain; a day past the
+    month's end passes, fails its cast, and the whole file then goes row by row."""
+    offset = "(Z|[+-](0[0-9]|1[0-4]):[0-5][0-9])" + ("?" if naive else "")
+    pattern = (
+        "^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ]([01][0-9]|2[0-3]):[0-9]{2}:[0-5][0-9]"
+        f"([.][0-9]{{1,6}})?{offset}$"
+    )
+    return f"({c} ~ '{pattern}')"
+
+
+def _instant(t: str, naive: bool) -> str:
+    """SQL: the instant of a plain timestamp; one without an offset is in TIME_ZONE, as row
+    by row (the session's own time zone stays as Django set it)."""
+    if not naive:
+        return f"{t}::timestamptz"
+    zone = settings.TIME_ZONE.replace("'", "''")
+    return (
+        f"(CASE WHEN right({t}, 1) = 'Z' OR substr({t}, length({t}) - 5, 1) IN ('+', '-') "
+        f"THEN {t}::timestamptz ELSE {t}::timestamp AT TIME ZONE '{zone}' END)"
+    )
+
+
+class _Refused(Exception):
+    """COPY or the SQL cannot take this file: it goes row by row."""
+
+
+def usage_import_copy(
+    *, stream: io.TextIOBase, progress: Callable[[int, int], None] | None
+) -> ImportResult | None:
+    """The whole file in one transaction, or None (nothing written) when it must go row by
+    row. Raises CsvHeaderError as the row-by-row path does."""
+    first = stream.readline()
+    header = _header(next(csv.reader([first]), None))
+    # As csv.DictReader: a name given twice reads the later cell.
+    position = {name: i for i, name in enumerate(header)}
+    naive = _fixed_offset(settings.TIME_ZONE)
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            return _import(cursor, stream, header, position, naive, first, progress)
+    except _Refused:
+        return None
+
+
+def _import(cursor, stream, header, position, naive, first, progress) -> ImportResult:
+    raw_columns = [f"c{i}" for i in range(len(header))]
+    # Left by an earlier import in the same (outer) transaction.
+    cursor.execute("DROP TABLE IF EXISTS usage_import_raw, usage_import_rows")
+    cursor.execute(
+        "CREATE TEMPORARY TABLE usage_import_raw (line bigint GENERATED ALWAYS AS IDENTITY "
+        f"(START 2), {', '.join(f'{c} text' for c in raw_columns)}) ON COMMIT DROP"
+    )
+    read, lines, quoted = len(first), 0, False
+    try:
+        with (
+            transaction.atomic(),
+            cursor.cursor.copy(
+                f"COPY usage_import_raw ({', '.join(raw_columns)}) FROM STDIN WITH (FORMAT csv)",
+                # Written as it comes: psycopg's default writer queues blocks for a thread,
+                # and a file read faster than the server takes it would pile up in memory.
+                writer=LibpqWriter(cursor.cursor),
+            ) as copy,
+        ):
+            while chunk := stream.read(CHUNK):
+                copy.write(chunk)
+                read += len(chunk)
+                lines += chunk.count("\n")
+                quoted = quoted or '"' in chunk
+                if progress:
+                    progress(lines, read)
+    except (psycopg.errors.BadCopyFileFormat, psycopg.DataError) as exc:
+        raise _Refused(str(exc)) from None
+    # The planner's row counts: without them it would loop over the namespaces per row.
+    cursor.execute("ANALYZE usage_import_raw")
+    cursor.execute("SELECT last_value, is_called FROM usage_import_raw_line_seq")
+    last, called = cursor.fetchone()
+    result = ImportResult(rows=last - 1 if called else 0, method="copy")
+    if quoted:
+        # A quoted cell holding a line break would move every later line number.
+        cells = " OR ".join(f"strpos({c}, E'\\n') > 0" for c in raw_columns)
+        cursor.execute(f"SELECT EXISTS (SELECT 1 FROM usage_import_raw WHERE {cells})")
+        if cursor.fetchone()[0]:
+            raise _Refused("a cell holds a line break")
+
+    def cell(name: str) -> str | None:
+        return f"r.c{position[name]}" if name in position else None
+
+    # Cells are checked as they are: one with spaces around it, or a NULL (COPY's unquoted
+    # empty cell), is not plain and goes by the rules, which strip it.
+    # Amounts of 11 whole digits go by the rules: 99999999999.5 is above AMOUNT_MAX.
+    checks = [
+        _plain_timestamp(cell("timestamp"), naive),
+        "ns.id IS NOT NULL",
+        "res.id IS NOT NULL",
+        _plain_amount(cell("allocated"), whole=10, decimals=3),
+    ]
+    values = {"pending": "0::numeric", "utilization": "NULL::numeric", "wait": "NULL::integer"}
+    if pending := cell("pending"):
+        checks.append(_optional(pending, _plain_amount(pending, whole=10, decimals=3)))
+        values["pending"] = f"COALESCE(NULLIF({pending}, '')::numeric, 0)"
+    if utilization := cell("utilization"):
+        plain = _plain_amount(utilization, whole=3, decimals=2)
+        checks.append(
+            _optional(
+                utilization,
+                f"(CASE WHEN {plain} THEN {utilization}::numeric <= 100 ELSE false END)",
+            )
+        )
+        values["utilization"] = f"NULLIF({utilization}, '')::numeric"
+    if wait := cell("wait_seconds"):
+        checks.append(
+            _optional(wait, f"(translate({wait}, {DIGITS}, '') = '' AND length({wait}) <= 9)")
+        )
+        values["wait"] = f"NULLIF({wait}, '')::integer"
+    # Each check is safe alone (no cast outside a CASE), so their order does not matter; the
+    # casts of the select list run only on the rows that pass them.
+    checked = " AND ".join(checks)
+    source = f"""
+        FROM usage_import_raw r
+        LEFT JOIN (
+            SELECT tn.id, tn.cluster_id, tn.name, c.name AS cluster
+            FROM quotas_teamnamespace tn JOIN quotas_cluster c ON c.id = tn.cluster_id
+        ) ns ON ns.cluster = {cell("cluster")} AND ns.name = {cell("namespace")}
+        LEFT JOIN quotas_resource res ON res.name = {cell("resource")}
+    """
+    plain = f"""
+        SELECT r.line, ns.id, res.id, {_instant(cell("timestamp"), naive)},
+            {cell("allocated")}::numeric, {values["utilization"]}, {values["pending"]},
+            {values["wait"]}, ns.cluster_id
+        {source}
+        WHERE {checked}
+    """
+    # The row counts of a staging table say nothing of how many rows pass the checks: the
+    # planner would loop over the namespaces for each row instead of hashing them once.
+    cursor.execute("SET LOCAL enable_nestloop = off")
+    try:
+        # Most files are plain throughout: one pass, when it writes a sample for every row.
+        try:
+            with transaction.atomic():
+                written = _upsert(cursor, plain, distinct=False)
+                if sum(count for _, count, _, _ in written) != result.rows:
+                    raise _NotPlain
+            _count(written, result)
+            return result
+        except (_NotPlain, _Repeated):
+            pass
+        cursor.execute(
+            "CREATE TEMPORARY TABLE usage_import_rows (line bigint, team_namespace_id bigint, "
+            'resource_id bigint, "timestamp" timestamptz, allocated numeric(14, 3), '
+            "utilization numeric(5, 2), pending numeric(14, 3), wait_seconds integer, "
+            "cluster_id bigint) ON COMMIT DROP"
+        )
+        _rows_by_rules(cursor, source, checked, position, result)
+        every = f"{plain} UNION ALL SELECT * FROM usage_import_rows"
+        try:
+            with transaction.atomic():
+                written = _upsert(cursor, every, distinct=False)
+        except _Repeated:
+            # The same namespace, resource and time twice: the later line wins, as row by row.
+            written = _upsert(cursor, every, distinct=True)
+        _count(written, result)
+    except DatabaseError as exc:
+        if not isinstance(exc.__cause__, psycopg.DataError):
+            raise
+        raise _Refused(str(exc)) from None  # a date that does not exist, in a plain form
+    return result
+
+
+class _NotPlain(Exception):
+    """Not every row of the file passed the checks."""
+
+
+class _Repeated(Exception):
+    """The rows hold the same namespace, resource and time twice."""
+
+
+def _count(written: list[tuple], result: ImportResult) -> None:
+    tz = ZoneInfo(settings.TIME_ZONE)
+    for cluster_id, count, first, last in written:
+        result.imported += count
+        result.add_day(cluster_id, first.astimezone(tz).date())
+        result.add_day(cluster_id, last.astimezone(tz).date())
+
+
+def _rows_by_rules(cursor, source, checked, position, result: ImportResult) -> None:
+    """The rows the SQL did not take, parsed by the row-by-row rules: an error each, or a row
+    for the upsert (a form such as 1e3)."""
+    columns = [n for n in (*REQUIRED, *OPTIONAL) if n in position]
+    cells = ", ".join(f"COALESCE(r.c{position[n]}, '')" for n in columns)
+    lookups = _Lookups()
+    tz = ZoneInfo(settings.TIME_ZONE)
+    with connection.connection.cursor(name="usage_import_other") as named:
+        named.execute(
+            f"SELECT r.line, {cells} {source} WHERE ({checked}) IS NOT TRUE ORDER BY r.line"
+        )
+        while batch := named.fetchmany(FETCH):
+            parsed_rows = []
+            for line, *row_cells in batch:
+                row = dict(zip(columns, row_cells, strict=True))
+                try:
+                    parsed = _parse(row, lookups, tz)
+                except _RowInvalid as exc:
+                    result.add_error(RowError(line, exc.field, exc.message))
+                    continue
+                parsed_rows.append((line, *parsed))
+            if parsed_rows:
+                with cursor.cursor.copy(
+                    "COPY usage_import_rows (line, team_namespace_id, resource_id, "
+                    '"timestamp", allocated, utilization, pending, wait_seconds, cluster_id) '
+                    "FROM STDIN"
+                ) as copy:
+                    for row in parsed_rows:
+                        copy.write_row(row)
+
+
+def _upsert(cursor, selected: str, *, distinct: bool) -> list[tuple]:
+    """Per cluster: the samples written, the first and the last instant."""
+    rows = (
+        f"SELECT DISTINCT ON (2, 3, 4) * FROM ({selected}) s ORDER BY 2, 3, 4, 1 DESC"
+        if distinct
+        else selected
+    )
+    try:
+        cursor.execute(f"""
+            WITH src (line, ns_id, res_id, ts, allocated, utilization, pending, wait,
+                cluster_id) AS ({rows}),
+            written AS (
+                INSERT INTO quotas_usagesample (team_namespace_id, resource_id, "timestamp",
+                    allocated, utilization, pending, pending_pods, wait_seconds, evictions,
+                    source)
+                SELECT ns_id, res_id, ts, allocated, utilization, pending, 0, wait, 0, 'csv'
+                FROM src
+                ON CONFLICT (team_namespace_id, resource_id, "timestamp", source) DO UPDATE SET
+                    allocated = EXCLUDED.allocated, utilization = EXCLUDED.utilization,
+                    pending = EXCLUDED.pending, wait_seconds = EXCLUDED.wait_seconds
+                RETURNING team_namespace_id, "timestamp"
+            )
+            SELECT tn.cluster_id, count(*), min(w."timestamp"), max(w."timestamp")
+            FROM written w JOIN quotas_teamnamespace tn ON tn.id = w.team_namespace_id
+            GROUP BY tn.cluster_id
+        """)
+    except DatabaseError as exc:
+        if isinstance(exc.__cause__, psycopg.errors.CardinalityViolation):
+            raise _Repeated from None
+        raise
+    return cursor.fetchall()
