@@ -11,6 +11,7 @@ sees their teams' requests only, anyone else gets 404, a lapsed session 403.
 
 import hashlib
 
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import translation
@@ -128,20 +129,20 @@ def request_list_live(request: HttpRequest) -> HttpResponse:
         request=request,
         teams=scope.teams_visible(),
     )
-    if filters.filter_errors():
-        return _refused(request, _("These filters cannot be used; fix them to see requests:"), 400)
+    if errors := filters.filter_errors():
+        message = " ".join([_("These filters cannot be used; fix them to see requests:"), *errors])
+        return _refused(request, message, 400)
     cleaned = filters.form.cleaned_data if filters.is_bound else {}
     counted = filters.counted_queryset(requests_visible_to(user, scope=scope), NOT_COUNTED)
     counts = request_status_counts(counted)
     now_listed = filters.qs
     if not cleaned.get("ordering"):
         now_listed = now_listed.order_by(*_default_order(cleaned))
-    try:
-        number = max(int(params.get("page", "1")), 1)
-    except ValueError:
-        number = 1
-    start = (number - 1) * PAGE_SIZE
-    now_ids = list(now_listed.values_list("pk", flat=True)[start : start + PAGE_SIZE])
+    # The page of the list as the page itself pages it (approvals.views.list).
+    paginator = Paginator(now_listed.values_list("pk", flat=True), PAGE_SIZE)
+    status = cleaned.get("status")
+    paginator.count = counts.get(status, 0) if status else sum(counts.values())
+    now_ids = list(paginator.get_page(params.get("page")).object_list)
     visible = requests_visible_to(user, scope=scope)
     shown = list(visible.filter(pk__in=ids).order_by("pk").values_list("pk", "status"))
     # A waiting request's "no longer fits" follows every change of the clusters' plans.

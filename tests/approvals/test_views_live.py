@@ -176,3 +176,13 @@ def test_a_request_of_another_team_stays_out_whatever_is_asked(client, submitted
     assert response.status_code == 200
     assert f"status-{submitted.pk}" not in response.content.decode()
     assert QuotaRequest.objects.filter(pk=submitted.pk).exists()
+
+
+def test_the_list_fragment_pages_and_filters_as_the_list_does(client, submitted, admin):
+    client.force_login(admin)
+    far = client.get("/requests/live/", {"ids": str(submitted.pk), "page": "9" * 30})
+    assert far.status_code == 200  # past the last page: the last page, as the list shows it
+    assert 'data-testid="list-changed"' not in far.content.decode()
+    bad = client.get("/requests/live/", {"ids": str(submitted.pk), "created_after": "yesterday"})
+    assert bad.status_code == 400
+    assert "created_after: " in bad.content.decode()
