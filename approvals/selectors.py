@@ -4,11 +4,22 @@ from collections import defaultdict
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
-from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
+from django.db.models import (
+    Count,
+    IntegerField,
+    Max,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+)
 from django.db.models.functions import Coalesce
 
 from approvals.access import restrict
 from approvals.models import Approval, QuotaRequest, RequestLine
+from approvals.transitions import ALLOWED
 from approvals.validation import held_by_grants
 from common.amounts import format_amount
 from quotas.kube.plan import AllocationChange, resource_plan
@@ -220,6 +231,47 @@ def request_timeline(request: QuotaRequest) -> QuerySet[AuditEvent]:
 def request_syncs(request: QuotaRequest) -> list[SyncRequest]:
     """The cluster syncs the request started (applying it, reverting a grant), oldest first."""
     return list(request.sync_requests.select_related("cluster").order_by("created_at", "id"))
+
+
+def requests_live_versions(request_ids) -> dict[int, tuple]:
+    """Per request id, what the live parts of the request pages depend on, read in two
+    queries: the last audit event about the request (every change of a request is audited in
+    its transaction, as its API ETag says) and the progress of its cluster syncs (a retry or a
+    finished sync is not an event of the request). Ids without a request are left out."""
+    ids = [int(pk) for pk in request_ids]
+    versions: dict[int, list] = {pk: [0, []] for pk in ids}
+    events = (
+        AuditEvent.objects.filter(
+            target_type=QuotaRequest.__name__, target_id__in=[str(pk) for pk in ids]
+        )
+        .order_by()
+        .values_list("target_id")
+        .annotate(last=Max("seq"))
+    )
+    for target_id, last in events:
+        versions[int(target_id)][0] = last
+    through = QuotaRequest.sync_requests.through
+    for request_id, *sync in (
+        through.objects.filter(quotarequest_id__in=ids)
+        .order_by("quotarequest_id", "syncrequest_id")
+        .values_list(
+            "quotarequest_id",
+            "syncrequest_id",
+            "syncrequest__status",
+            "syncrequest__attempts",
+            "syncrequest__completed_at",
+        )
+    ):
+        versions[request_id][1].append(tuple(sync))
+    return {pk: (last, tuple(syncs)) for pk, (last, syncs) in versions.items()}
+
+
+def request_is_settled(request: QuotaRequest, syncs: list[SyncRequest]) -> bool:
+    """Nothing more will happen to the request by itself: its status allows no transition
+    (approvals.transitions) and none of its syncs is pending or retried."""
+    return not ALLOWED.get(request.status) and all(
+        s.status == SyncRequest.Status.DONE for s in syncs
+    )
 
 
 @dataclass(frozen=True)

@@ -50,9 +50,22 @@ def is_plain_amount(text: str) -> bool:
     return PLAIN_AMOUNT.fullmatch(text.strip()) is not None
 
 
+class AmountInput(forms.TextInput):
+    """An amount typed as text (a decimal keypad on phones), not ``type=number``: a number input
+    the browser cannot read ("1x2e") is sent as empty and reads back as "", so the server's
+    error never names what was typed, a refused form comes back without it, and the request
+    form's script took the field for untouched and filled the current value back in."""
+
+    def __init__(self, attrs=None):
+        super().__init__({"inputmode": "decimal", "autocomplete": "off", **(attrs or {})})
+
+
 class AmountFormField(forms.DecimalField):
     """A form's amount: plain ASCII decimals only (``is_plain_amount``), then DecimalField's
-    own checks (range, digits)."""
+    own checks (range, digits); typed as text (AmountInput) so what was typed is what the
+    server checks and shows again."""
+
+    widget = AmountInput
 
     def to_python(self, value):
         if isinstance(value, str) and value.strip() and not is_plain_amount(value):

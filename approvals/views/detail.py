@@ -14,6 +14,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
@@ -36,6 +37,7 @@ from approvals.preview import request_preview
 from approvals.selectors import (
     request_approvals,
     request_base_changes,
+    request_is_settled,
     request_lines,
     request_syncs,
     request_timeline,
@@ -172,6 +174,7 @@ def _render_detail(
         line.errors = (line_errors or {}).get(line.pk, [])
         line.values = _values(qr, line, approve_form if may_decide else None)
     snapshot = qr.usage_snapshot or {}
+    syncs = request_syncs(qr)
     return render(
         request,
         "approvals/request_detail.html",
@@ -181,7 +184,8 @@ def _render_detail(
             "approvals": approvals,
             "approval_text": approval_text(qr, len(approvals)),
             "timeline": request_timeline(qr),
-            "syncs": request_syncs(qr),
+            "syncs": syncs,
+            "live": live_root(qr, syncs=syncs, allowed=allowed),
             "usage": _usage_rows(snapshot),
             "snapshot_taken_at": parse_datetime(snapshot.get("taken_at") or ""),
             "errors": list(errors),
@@ -203,6 +207,17 @@ def _render_detail(
         },
         status=status,
     )
+
+
+def live_root(qr: QuotaRequest, *, syncs, allowed) -> dict:
+    """What the page's live root says about the request as rendered: whether anything more
+    will happen by itself (then the script stops asking), and the actions this user had
+    (when they change, the page's buttons are out of date)."""
+    return {
+        "url": reverse("requests-live", args=[qr.pk]),
+        "settled": request_is_settled(qr, syncs),
+        "actions": " ".join(sorted(allowed)),
+    }
 
 
 @login_required

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.forms.utils import ErrorList
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -46,6 +47,8 @@ from quotas.selectors import teams_requestable_by
 
 S = QuotaRequest.Status
 LINE_FIELD = re.compile(r"^(?:lines|decisions)\[(\d+)\](?:\.(\w+))?")
+# The API's way of naming where an error is ("lines[0].cap: ..."), which the page says in words.
+API_WHERE = re.compile(r"^(?:lines|decisions)\[\d+\](?:\.\w+)?: ")
 # Checked while the justification is still blank: no rule reads it, and the form itself says
 # that it is missing. Never saved (the check is rolled back).
 JUSTIFICATION_PENDING = "(not written yet)"
@@ -198,6 +201,38 @@ def _describe_warnings(formset) -> None:
             line.fields[name].widget.attrs["aria-describedby"] = " ".join(ids)
 
 
+def line_message(number: int, label, text) -> str:
+    """An error of a request line as the page says it: the line (as numbered on the page) and
+    the field in words, then the rule, without the API's "lines[0].cap: "."""
+    text = API_WHERE.sub("", str(text), count=1)
+    if label is None:
+        return _("Line %(n)s: %(message)s") % {"n": number, "message": text}
+    # The field's label as a word in the sentence ("Line 1, cap: ..."); no case in Chinese.
+    return _("Line %(n)s, %(field)s: %(message)s") % {
+        "n": number,
+        "field": str(label).lower(),
+        "message": text,
+    }
+
+
+def _name_line_errors(formset) -> None:
+    """Every error of every line, named by its line and field (once per form)."""
+    for index, line in enumerate(formset.forms):
+        if getattr(line, "errors_named", False) or not line.errors:
+            continue
+        line.errors_named = True
+        for name, errors in list(line.errors.items()):
+            label = None if name == NON_FIELD_ERRORS else line.fields[name].label
+            named = [
+                ValidationError(line_message(index + 1, label, text), code=error.code)
+                for error in errors.as_data()
+                for text in error
+            ]
+            line._errors[name] = ErrorList(
+                named, error_class="nonfield" if name == NON_FIELD_ERRORS else None
+            )
+
+
 # --- the check -------------------------------------------------------------------------------
 
 
@@ -216,6 +251,15 @@ class FormCheck:
 
     def forms(self) -> list:
         return [self.form, *self.formset.forms]
+
+    @property
+    def blocked(self) -> bool:
+        """Lines were typed but errors keep them from being checked against the plan."""
+        return (
+            self.check is None
+            and self.has_errors
+            and any(line.has_changed() for line in self.formset.forms)
+        )
 
     @property
     def has_errors(self) -> bool:
@@ -324,21 +368,17 @@ def _field_answers(result: FormCheck) -> list[dict]:
 
 def _row_messages(result: FormCheck) -> list[dict]:
     """Errors and warnings of a whole line (no single field), as page messages naming it."""
+    _name_line_errors(result.formset)
     found = []
     for index, line in enumerate(result.formset.forms):
-        for text in line.non_field_errors():
-            found.append(
-                _message(_("line %(n)s: %(message)s") % {"n": index + 1, "message": text}, "")
-            )
+        found += [_message(text, "") for text in line.non_field_errors()]
         for text in line.warnings.get("__all__", []):
-            message = _("line %(n)s: %(message)s") % {"n": index + 1, "message": text}
-            found.append(_message(message, "", error=False))
+            found.append(_message(line_message(index + 1, None, text), "", error=False))
     return found
 
 
-def _impact_html(request: HttpRequest, result: FormCheck) -> str | None:
-    if result.check is None:
-        return None
+def _impact_html(request: HttpRequest, result: FormCheck) -> str:
+    """The impact panel for what the form holds: the impact once checked, else why not."""
     return render_to_string("approvals/_impact.html", _impact_context(result), request=request)
 
 
@@ -357,6 +397,7 @@ def _impact_context(result: FormCheck) -> dict:
     check = result.check
     return {
         "check": check,
+        "blocked": result.blocked,
         "impact": result.impact,
         "policy_text": policy_text(check) if check else "",
         "clusters": check.clusters if check else None,
@@ -365,6 +406,7 @@ def _impact_context(result: FormCheck) -> dict:
 
 
 def _check_json(request: HttpRequest, result: FormCheck) -> dict:
+    _name_line_errors(result.formset)
     return {
         "ok": not result.has_errors,
         "checked": result.check is not None,
@@ -391,6 +433,7 @@ def _render_form(request, *, form, formset, teams, draft=None, result=None, stat
     current_values = _current_values(teams)
     _show_current(formset, current_values)
     _describe_warnings(formset)
+    _name_line_errors(formset)
     loose = []
     if result is not None:
         loose = [*result.messages, *_row_messages(result)]
@@ -409,7 +452,7 @@ def _render_form(request, *, form, formset, teams, draft=None, result=None, stat
         **(
             _impact_context(result)
             if result is not None
-            else {"check": None, "impact": [], "clusters": None}
+            else {"check": None, "blocked": False, "impact": [], "clusters": None}
         ),
     }
     return render(request, "approvals/request_form.html", context, status=status)
@@ -432,15 +475,38 @@ def _saved(request, saved: QuotaRequest) -> HttpResponse:
     return redirect("requests-detail", pk=saved.pk)
 
 
+def _refused_form(request, *, teams, draft, status, exc=None) -> HttpResponse:
+    """A refused save: the form again as typed, each error on its field, and the impact of
+    what it holds (checked as the live check does), not the empty panel of a new form."""
+    result = _check_form(request, teams=teams, draft=draft, with_clusters=False)
+    if exc is not None and not result.has_errors:
+        # Refused by something the check does not meet (the plan moved in between): said too.
+        form_indices, inputs = _filled(result.formset)
+        result.messages += _place_refusal(
+            exc,
+            form=result.form,
+            formset=result.formset,
+            form_indices=form_indices,
+            inputs=inputs,
+        )
+    return _render_form(
+        request,
+        form=result.form,
+        formset=result.formset,
+        teams=teams,
+        draft=draft,
+        result=result,
+        status=status,
+    )
+
+
 def _save(request, *, teams, draft=None) -> HttpResponse:
     """Save a draft or submit, as the form's two buttons ask; refused: the form again, each
     error on its field, nothing saved."""
     form, formset = _bound_forms(request, teams=teams, draft=draft)
     if not (form.is_valid() and formset.is_valid()):
-        return _render_form(
-            request, form=form, formset=formset, teams=teams, draft=draft, status=400
-        )
-    form_indices, inputs = _filled(formset)
+        return _refused_form(request, teams=teams, draft=draft, status=400)
+    _indices, inputs = _filled(formset)
     data = form.cleaned_data
     submit = request.POST.get("action") == "submit"
     try:
@@ -464,19 +530,7 @@ def _save(request, *, teams, draft=None) -> HttpResponse:
                 submit=submit,
             )
     except ApplicationError as exc:
-        result = FormCheck(form=form, formset=formset, draft=draft)
-        result.messages = _place_refusal(
-            exc, form=form, formset=formset, form_indices=form_indices, inputs=inputs
-        )
-        return _render_form(
-            request,
-            form=form,
-            formset=formset,
-            teams=teams,
-            draft=draft,
-            result=result,
-            status=exc.status_code,
-        )
+        return _refused_form(request, teams=teams, draft=draft, status=exc.status_code, exc=exc)
     return _saved(request, saved)
 
 

@@ -204,6 +204,8 @@ def _request_list_context(request: HttpRequest) -> tuple[dict, int]:
             "is_queue": bool(cleaned.get("status") == S.SUBMITTED or cleaned.get("waiting")),
             "may_request": scope.may_request_any(),
             "pager_text": _pager_text(page),
+            # Its rows' status and the tabs follow by themselves (approvals.views.live).
+            "live_url": f"{reverse('requests-live-list')}?{request.GET.urlencode()}",
         },
         400 if errors else 200,
     )

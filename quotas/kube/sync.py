@@ -875,8 +875,15 @@ def _record(
             lambda: sync_finished.send(sender=SyncRun, run_id=run.id, request_ids=request_ids)
         )
         requests = SyncRequest.objects.filter(id__in=request_ids)
+        # Every run a sync request was part of is an attempt, the one that succeeded too (a
+        # sync done at its first run has made one attempt, not none).
         if ok:
-            requests.update(status=SyncRequest.Status.DONE, completed_at=now, sync_run=run)
+            requests.update(
+                status=SyncRequest.Status.DONE,
+                attempts=F("attempts") + 1,
+                completed_at=now,
+                sync_run=run,
+            )
         else:
             requests.update(
                 status=SyncRequest.Status.FAILED,

@@ -17,7 +17,8 @@
     return (form.dataset.textPodMax || "(≤ %(max)s)").replace("%(max)s", value);
   }
 
-  function refresh(row) {
+  // fillValues: false for a form the server sent back, whose fields hold what was typed.
+  function refresh(row, fillValues = true) {
     const ns = row.querySelector("select[name$='-team_namespace']");
     const res = row.querySelector("select[name$='-resource']");
     const cell = row.querySelector("[data-current]");
@@ -32,6 +33,7 @@
     cell.textContent = current.guarantee + " / " + current.cap +
       (current.per_pod_max ? " " + podMax(current.per_pod_max) : "") +
       (current.priority_classes.length ? " [" + current.priority_classes.join(", ") + "]" : "");
+    if (!fillValues) return;
     // Fill in the current values (an empty field keeps its value anyway); values filled in
     // for an earlier choice of namespace or resource follow the new choice.
     const fill = (suffix, value) => {
@@ -98,13 +100,16 @@
     else element.removeAttribute("aria-describedby");
   }
 
-  function box(className, id, texts, textClass) {
+  // The same markup as the server's (approvals/_field_messages.html), so that an answer placed
+  // here reads (and is found) as the one a sent-back form shows.
+  function box(className, id, texts, textClass, testid) {
     const div = document.createElement("div");
     div.className = className;
     div.id = id;
     for (const text of texts) {
       const p = document.createElement("p");
       p.className = textClass;
+      if (testid) p.dataset.testid = testid;
       p.textContent = text;
       div.appendChild(p);
     }
@@ -130,7 +135,7 @@
     const help = document.getElementById(id + "_helptext");
     const ids = help ? [help.id] : [];
     if (errors.length) {
-      const found = box("field-errors", id + "_error", errors, "error");
+      const found = box("field-errors", id + "_error", errors, "error", "error-" + answer.name);
       holder.appendChild(found);
       holder.classList.add("has-error");
       element.setAttribute("aria-invalid", "true");
@@ -157,20 +162,9 @@
   }
 
   function showImpact(html) {
-    if (html !== null) {
-      impact.innerHTML = html;  // rendered (and escaped) by the server's template
-      impact.classList.remove("stale");
-      return;
-    }
-    // Not checked this time (the form has errors first): the last impact is out of date.
-    if (!impact.querySelector("[data-testid=impact-policy]")) return;
-    impact.classList.add("stale");
-    if (!impact.querySelector(".stale-note")) {
-      const note = document.createElement("p");
-      note.className = "stale-note";
-      note.textContent = form.dataset.textStale;
-      impact.prepend(note);
-    }
+    // Rendered (and escaped) by the server's template: the impact of what the form holds, or
+    // why there is none yet; never the impact of values no longer in the form.
+    impact.innerHTML = html;
   }
 
   function apply(answer) {
@@ -272,6 +266,6 @@
   for (const k of kinds) k.addEventListener("change", toggleDates);
   toggleDates();
   filterNamespaces();
-  for (const row of rows.querySelectorAll("tr.line-row")) refresh(row);
+  for (const row of rows.querySelectorAll("tr.line-row")) refresh(row, form.dataset.bound !== "1");
   if (filledLine()) check(false);  // an edited request (or a form sent back): its impact now
 })();

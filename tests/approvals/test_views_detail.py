@@ -152,7 +152,7 @@ def test_the_syncs_of_the_request_with_their_errors(client, submitted, admin, le
     assert row is not None
     assert "failed (retried by the reconciler)" in row.group(1)
     assert "admission webhook denied the Queue team-c-dev" in row.group(1)
-    assert '<td class="num">3</td>' in row.group(1)
+    assert '<td class="num" data-testid="sync-attempts">3</td>' in row.group(1)
 
 
 def test_a_request_without_syncs_shows_no_sync_table(client, submitted, lead_c):

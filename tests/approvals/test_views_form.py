@@ -61,10 +61,13 @@ def test_guarantee_above_cap_is_named_at_its_field_with_the_rule_and_nothing_is_
     guarantee = field(answer, "lines-0-guarantee")
     assert guarantee["id"] == "id_lines-0-guarantee"
     assert [e["message"] for e in guarantee["errors"]] == [
-        "lines[0].guarantee: guarantee 5 exceeds cap 4 for team-c-dev nvidia.com/gpu "
+        "Line 1, guarantee: guarantee 5 exceeds cap 4 for team-c-dev nvidia.com/gpu "
         "(guarantee ≤ cap)"
     ]
-    assert answer["ok"] is False and answer["impact_html"] is None
+    # Not checked against the plan: the panel says why, with no figures of other values.
+    assert answer["ok"] is False and answer["checked"] is False
+    assert 'data-testid="impact-blocked"' in answer["impact_html"]
+    assert "impact-guaranteed" not in answer["impact_html"]
     assert not QuotaRequest.objects.exists()
     assert AuditEvent.objects.count() == events  # the check's audit rows were rolled back
 
@@ -77,7 +80,8 @@ def test_a_plan_rule_is_placed_at_its_field_with_its_warnings_and_the_impact(
     cap = field(answer, "lines-0-cap")
     assert cap["errors"] == [
         {
-            "message": "cap 9 exceeds 50% of cluster demo capacity 16 nvidia.com/gpu (max 8)",
+            "message": "Line 1, cap: cap 9 exceeds 50% of cluster demo capacity 16 nvidia.com/gpu "
+            "(max 8)",
             "code": "cap_le_share",
         }
     ]
@@ -153,7 +157,8 @@ def test_a_cluster_wide_finding_lands_on_the_line_of_its_cluster_and_resource(
     answer = answer_of(client.post("/requests/validate/", line_data(plan["team-c"], gpu, 7, 8)))
     messages = [e["message"] for e in field(answer, "lines-0-guarantee")["errors"]]
     assert messages == [
-        "guarantees on cluster demo would sum to 17 nvidia.com/gpu, above its capacity 16 "
+        "Line 1, guarantee: guarantees on cluster demo would sum to 17 nvidia.com/gpu, above its "
+        "capacity 16 "
         "(free to guarantee: 4)"
     ]
 
@@ -164,13 +169,9 @@ def test_nothing_filled_in_yet_answers_nothing(client, plan, lead_c, gpu):
     for key in ("lines-0-team_namespace", "lines-0-resource", "lines-0-guarantee", "lines-0-cap"):
         data[key] = ""
     answer = answer_of(client.post("/requests/validate/", data))
-    assert answer == {
-        "ok": True,
-        "checked": False,
-        "fields": [],
-        "messages": [],
-        "impact_html": None,
-    }
+    impact = answer.pop("impact_html")
+    assert answer == {"ok": True, "checked": False, "fields": [], "messages": []}
+    assert 'data-testid="impact-empty"' in impact
 
 
 def test_the_edit_check_judges_the_new_lines_and_keeps_the_draft(client, draft, plan, lead_c, gpu):
@@ -308,7 +309,7 @@ def test_the_check_button_without_a_script_shows_errors_warnings_and_impact(
     assert response.status_code == 200
     assert (
         '<div class="field-errors" id="id_lines-0-cap_error"><p class="error" '
-        'data-testid="error-lines-0-cap">cap 9 exceeds 50%' in page
+        'data-testid="error-lines-0-cap">Line 1, cap: cap 9 exceeds 50%' in page
     )
     assert 'aria-describedby="id_lines-0-cap_error id_lines-0-cap_warning"' in page
     assert '<p class="warning">cap rises from 4 to 9 (×2.3)</p>' in page
@@ -320,10 +321,14 @@ def test_a_refused_submit_shows_the_same_error_at_the_same_field(client, plan, l
     client.force_login(lead_c)
     response = client.post("/requests/new/", line_data(plan["team-c"], gpu, 3, 9, action="submit"))
     assert response.status_code == 400
+    page = response.content.decode()
     assert (
         '<div class="field-errors" id="id_lines-0-cap_error"><p class="error" '
-        'data-testid="error-lines-0-cap">cap 9 exceeds 50%' in response.content.decode()
+        'data-testid="error-lines-0-cap">Line 1, cap: cap 9 exceeds 50%' in page
     )
+    # The impact panel shows what the form holds, not the empty panel of a new form.
+    assert 'data-testid="impact-guaranteed">12 → 13<' in page
+    assert 'data-testid="impact-empty"' not in page
 
 
 def test_the_admins_check_has_the_dry_run_diff_of_the_cluster_objects(
@@ -376,3 +381,60 @@ def test_a_lead_of_two_teams_chooses(client, plan, lead_c):
 def test_an_admin_chooses_among_every_team(client, plan, admin):
     client.force_login(admin)
     assert _chosen_team(client.get("/requests/new/").content.decode()) == []
+
+
+# --- what was typed, said in words ------------------------------------------------------------
+
+
+def test_letters_in_an_amount_are_named_at_the_field_and_kept_as_typed(client, plan, lead_c, gpu):
+    client.force_login(lead_c)
+    answer = answer_of(
+        client.post("/requests/validate/", line_data(plan["team-c"], gpu, 2, "1x2e"))
+    )
+    assert [e["message"] for e in field(answer, "lines-0-cap")["errors"]] == [
+        "Line 1, cap: give an amount as plain digits, such as 4 or 0.5, got '1x2e'"
+    ]
+    assert 'data-testid="impact-blocked"' in answer["impact_html"]
+    assert "approved automatically" not in answer["impact_html"]
+
+    data = line_data(plan["team-c"], gpu, 2, "1x2e", action="submit")
+    response = client.post("/requests/new/", data)
+    page = response.content.decode()
+    assert response.status_code == 400
+    # A text field: what was typed comes back as typed (a number input would drop it).
+    cap = re.search(r'<input[^>]*name="lines-0-cap"[^>]*>', page).group(0)
+    assert 'type="text"' in cap and 'inputmode="decimal"' in cap and 'value="1x2e"' in cap
+    assert (
+        'data-testid="error-lines-0-cap">Line 1, cap: give an amount as plain digits, such as 4 '
+        "or 0.5, got &#x27;1x2e&#x27;<" in page
+    )
+    assert 'data-testid="impact-blocked"' in page
+    assert not QuotaRequest.objects.exists()
+
+
+def test_a_service_refusal_loses_the_apis_way_of_naming_the_field(client, plan, admin, gpu):
+    client.force_login(admin)
+    # An admin may choose any team's namespace in the form; the service refuses another's.
+    data = line_data(plan["team-a"], gpu, 1, 2)
+    data["team"] = str(plan["team-c"].team_id)
+    answer = answer_of(client.post("/requests/validate/", data))
+    [message] = [e["message"] for e in field(answer, "lines-0-team_namespace")["errors"]]
+    assert message == (
+        f"Line 1, namespace: namespace {plan['team-a'].pk} does not belong to team team-c"
+    )
+
+
+def test_line_messages_are_numbered_as_the_page_shows_the_lines(client, plan, lead_c, gpu):
+    client.force_login(lead_c)
+    data = line_data(plan["team-c"], gpu, 1, 2)
+    data.update(
+        {
+            "lines-2-team_namespace": str(plan["team-c"].pk),
+            "lines-2-resource": str(gpu.pk),
+            "lines-2-guarantee": "-1",
+            "lines-2-cap": "2",
+        }
+    )
+    answer = answer_of(client.post("/requests/validate/", data))
+    [message] = [e["message"] for e in field(answer, "lines-2-guarantee")["errors"]]
+    assert message.startswith("Line 3, guarantee: ")

@@ -193,7 +193,7 @@ def test_typing_an_impossible_value_shows_the_servers_message_without_submitting
         guarantee.fill("5")
     message = lead.locator("#id_lines-0-guarantee_error")
     expect(message).to_have_text(
-        "lines[0].guarantee: guarantee 5 exceeds cap 4 for team-c-dev nvidia.com/gpu "
+        "Line 1, guarantee: guarantee 5 exceeds cap 4 for team-c-dev nvidia.com/gpu "
         "(guarantee ≤ cap)"
     )
     expect(guarantee).to_have_attribute("aria-invalid", "true")
@@ -208,7 +208,7 @@ def test_typing_an_impossible_value_shows_the_servers_message_without_submitting
         guarantee.fill("3")
         row.locator("input[name=lines-0-cap]").fill("9")
     expect(lead.locator("#id_lines-0-cap_error")).to_have_text(
-        "cap 9 exceeds 50% of cluster demo capacity 16 nvidia.com/gpu (max 8)"
+        "Line 1, cap: cap 9 exceeds 50% of cluster demo capacity 16 nvidia.com/gpu (max 8)"
     )
     expect(message).to_have_count(0)
     expect(guarantee).not_to_have_attribute("aria-invalid", "true")
@@ -226,11 +226,20 @@ def test_typing_an_impossible_value_shows_the_servers_message_without_submitting
     )
     assert not QuotaRequest.objects.exists()
 
-    # Submitting without a justification: the page shows the same kind of answer.
-    lead.click("[data-testid=submit]")
+    # Submitting without a justification: the page shows the same kind of answer, and keeps
+    # showing it once the sent-back page's own check has answered; the impact stays that of
+    # the lines in the form.
+    # The submit, and the check the sent-back page sends as it loads: both awaited.
+    with (
+        live_check_answered(lead, {"lines-0-guarantee": "3", "lines-0-cap": "6"}),
+        lead.expect_navigation(),
+    ):
+        lead.click("[data-testid=submit]")
     expect(lead.locator("[data-testid=error-justification]")).to_have_text(
         "This field is required."
     )
+    expect(lead.locator("[data-testid=impact-guaranteed]")).to_have_text("12 → 13")
+    expect(lead.locator("input[name=lines-0-cap]")).to_have_value("6")
     assert not QuotaRequest.objects.exists()
 
 

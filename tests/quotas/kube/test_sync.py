@@ -194,6 +194,7 @@ def test_a_change_writes_only_what_changed_and_marks_the_request_done(
     assert int(queue["metadata"]["annotations"][GENERATION_ANNOTATION]) == run.generation
     request.refresh_from_db()
     assert (request.status, request.sync_run_id) == (SyncRequest.Status.DONE, run.id)
+    assert request.attempts == 1  # the run that succeeded is an attempt too
 
 
 def _edit_quota_by_hand(kube_sandbox, namespace: str, value: str) -> None:
