@@ -25,6 +25,7 @@ EVENTS: frozenset[str] = frozenset(
         "request.expired",
         "request.withdrawn",
         "request.revoked",
+        "request.commented",
     }
 )
 # payload["status"] of a request.decided notification.
