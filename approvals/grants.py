@@ -149,9 +149,10 @@ def grant_extension_request(
 # --- start ----------------------------------------------------------------------------------
 
 
-def _each_locked_in(status: str, request_ids, step) -> list[int]:
-    """Run `step` on each request still in `status`, one transaction each, with the locks of a
-    decision taken in their fixed order (capacity rows, request, allocations and clusters)."""
+def _each_locked_in(status: str, request_ids, step, *, still_due=None) -> list[int]:
+    """Run `step` on each request still in `status` (and ``still_due``, asked with it locked),
+    one transaction each, with the locks of a decision taken in their fixed order (capacity
+    rows, request, allocations and clusters)."""
     done = []
     for request_id in list(request_ids):
         with transaction.atomic():
@@ -160,6 +161,8 @@ def _each_locked_in(status: str, request_ids, step) -> list[int]:
             request = lock_request(request_id)
             if request.status != status:
                 continue  # moved on since it was picked
+            if still_due is not None and not still_due(request):
+                continue  # its end moved (an extension approved) since it was picked
             lock_request_allocations(request)
             step(request)
             done.append(request_id)
@@ -342,7 +345,12 @@ def requests_expire_due(*, now: datetime | None = None) -> list[int]:
         notify_request(request, "request.expired")
 
     due = QuotaRequest.objects.filter(status=S.ACTIVE, ends_at__lte=now)
-    return _each_locked_in(S.ACTIVE, due.values_list("pk", flat=True), expire)
+    return _each_locked_in(
+        S.ACTIVE,
+        due.values_list("pk", flat=True),
+        expire,
+        still_due=lambda request: request.ends_at <= now,
+    )
 
 
 FIELDS = ("guarantee", "cap", "per_pod_max", "priority_classes")

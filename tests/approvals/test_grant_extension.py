@@ -269,3 +269,36 @@ def test_the_api_extends_a_grant_and_refuses_an_ended_one(grant, lead_c, admin):
     )
     assert refused.status_code == 409
     assert "only a running temporary grant is extended" in refused.json()["message"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("round_", range(3))
+def test_approving_an_extension_while_the_grant_expires(
+    round_, plan, lead_c, gpu, admin, strict_policy
+):
+    """The expiry picked the grant as due, the approval moves its end at the same moment:
+    either the grant is extended (and does not expire at its old end), or it expired and the
+    approval is refused with the reason; never both, never a deadlock."""
+    from tests.approvals.test_races import race
+
+    grant = running_grant(lead_c, plan["team-c"], gpu, admin, hours=1)
+    extension = grant_extension_request(
+        grant=grant,
+        acting_user=lead_c,
+        ends_at=grant.ends_at + timedelta(days=1),
+        justification="x",
+    )
+    at_old_end = grant.ends_at + timedelta(seconds=1)
+    outcomes = race(
+        lambda: request_approve(request=extension, acting_user=admin),
+        lambda: requests_expire_due(now=at_old_end),
+    )
+    assert not any(o.startswith("crash") for o in outcomes), outcomes
+    grant.refresh_from_db()
+    extension.refresh_from_db()
+    if outcomes[0] == "ok":
+        assert extension.status == S.APPLIED
+        assert grant.status == S.ACTIVE and grant.ends_at == extension.ends_at
+    else:
+        assert outcomes[0] == "NotAllowed"
+        assert grant.status == S.EXPIRED and extension.status == S.SUBMITTED
