@@ -62,6 +62,8 @@ def request_comment_add(*, request: QuotaRequest, acting_user: User, text: str) 
             after={"comment": comment.pk, "status": request.status},
             comment=cleaned,
         )
+        if request.status == QuotaRequest.Status.DRAFT:
+            return comment  # a draft is nobody else's business yet: nobody is told
         notify_request(
             request,
             "request.commented",
