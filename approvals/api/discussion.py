@@ -57,6 +57,8 @@ class RequestComments(IdempotentMixin, generics.ListCreateAPIView):
     request_serializers = {"POST": CommentInSerializer}
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # the schema generator asks
+            return RequestComment.objects.none()
         return request_comments(_visible_request(self.request.user, self.kwargs["pk"]))
 
     def create(self, request: Request, *args, **kwargs) -> Response:

@@ -344,7 +344,7 @@ def request_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
 
 def _field_text(exc: ApplicationError, field: str) -> str:
     """The refusal shown at its field: without the field's name the API puts first."""
-    return exc.message.removeprefix(f"{field}: ")
+    return exc.message.removeprefix(f"{field}: ").removeprefix(f"{field}\N{FULLWIDTH COLON}")
 
 
 @login_required
