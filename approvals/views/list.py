@@ -8,8 +8,8 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import F
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -250,9 +250,13 @@ def requests_bulk(request: HttpRequest) -> HttpResponse:
     """Approve or reject the requests ticked in the queue, each as a single decision would
     (approvals.bulk); the queue then says, per request, what became of it."""
     back = request.POST.get("next", "")
-    if not url_has_allowed_host_and_scheme(back, {request.get_host()}, request.is_secure()):
-        back = ""
-    back = back or f"{reverse('requests-list')}?waiting=on"
+    # Back to the queue it was sent from: a path of this site only (redirect() would take
+    # any other word for a view name).
+    if not (
+        back.startswith("/")
+        and url_has_allowed_host_and_scheme(back, {request.get_host()}, request.is_secure())
+    ):
+        back = f"{reverse('requests-list')}?waiting=on"
     if not may_decide(request.user):
         return render(
             request,
@@ -266,7 +270,7 @@ def requests_bulk(request: HttpRequest) -> HttpResponse:
             messages.error(
                 request, _("ids: %(value)s is not a request number") % {"value": value[:40]}
             )
-            return redirect(back)
+            return HttpResponseRedirect(back)
         ids.append(int(value))
     action = request.POST.get("action", "")
     try:
@@ -278,7 +282,7 @@ def requests_bulk(request: HttpRequest) -> HttpResponse:
         )
     except ApplicationError as exc:
         messages.error(request, exc.message, extra_tags="bulk-refused")
-        return redirect(back)
+        return HttpResponseRedirect(back)
     for outcome in outcomes:
         text = _("Request #%(id)s: %(outcome)s") % {
             "id": outcome.request_id,
@@ -292,4 +296,4 @@ def requests_bulk(request: HttpRequest) -> HttpResponse:
             text,
             extra_tags=f"bulk-{outcome.outcome} bulk-request-{outcome.request_id}",
         )
-    return redirect(back)
+    return HttpResponseRedirect(back)
