@@ -11,7 +11,7 @@ from approvals.models import ApprovalPolicy, QuotaRequest
 from common.errors import PermissionDenied, ValidationFailed
 from quotas.models import Allocation, AuditEvent, TeamNamespace
 from quotas.services import allocation_set
-from tests.approvals.test_races import guaranteed, race
+from tests.support.races import guaranteed, race
 from tests.support.requests import new_request
 
 S = QuotaRequest.Status

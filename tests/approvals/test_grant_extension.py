@@ -279,7 +279,7 @@ def test_approving_an_extension_while_the_grant_expires(
     """The expiry picked the grant as due, the approval moves its end at the same moment:
     either the grant is extended (and does not expire at its old end), or it expired and the
     approval is refused with the reason; never both, never a deadlock."""
-    from tests.approvals.test_races import race
+    from tests.support.races import race
 
     grant = running_grant(lead_c, plan["team-c"], gpu, admin, hours=1)
     extension = grant_extension_request(
