@@ -7,7 +7,9 @@ error the services answer with (403 for who, 409 for the state). ``restrict`` is
 for a queryset (the lists).
 
 Actions: edit (revise), submit, rebase, withdraw, delete, approve, reject, changes (ask for
-changes), revoke (a temporary grant before it starts) and preview (in the clusters). When a
+changes), revoke (a temporary grant before it starts), preview (in the clusters), comment (the
+discussion on a request, in any status) and extend (ask for a later end of a running
+temporary grant). When a
 request may move is the transitions table's (approvals.transitions); this module adds who.
 """
 
@@ -35,6 +37,8 @@ ACTIONS = (
     "changes",
     "revoke",
     "preview",
+    "comment",
+    "extend",
 )
 
 # One text per reason a request is refused.
@@ -55,6 +59,14 @@ REFUSALS = {
     ),
     "not_deletable": _(
         "request #%(id)s is %(status)s; only drafts are deleted (withdraw it instead)"
+    ),
+    "discussion": _("only leads of %(team)s and platform admins take part in the discussion"),
+    "not_extendable": _(
+        "request #%(id)s is %(status)s; only a running temporary grant is extended "
+        "(ask for a new temporary grant instead)"
+    ),
+    "extension_not_edited": _(
+        "request #%(id)s extends a temporary grant: withdraw it and ask again for another end"
     ),
 }
 
@@ -167,6 +179,13 @@ def _role(who: _Who, action: str) -> Access:
     elif action == "preview":
         if not (who.active and may_preview_in_clusters(who.user)):
             return _refused(action, "preview_in_clusters", field=None)
+    elif action == "comment":
+        if not (who.platform_admin or (who.active and may_request_for(who.user, request.team_id))):
+            return _refused(action, "discussion", params={"team": request.team.slug}, field=None)
+    elif action == "extend":
+        # An extension is a new request of the team: who may request quota for it.
+        if not (who.active and may_request_for(who.user, request.team_id)):
+            return _refused(action, "leads_request", params={"team": request.team.slug})
     else:
         raise ValueError(f"unknown request action {action!r}")
     return Access(action)
@@ -174,6 +193,25 @@ def _role(who: _Who, action: str) -> Access:
 
 def _state(who: _Who, action: str) -> Access:
     request = who.request
+    params = {"id": request.pk, "status": request.get_status_display()}
+    if action == "extend" and not (request.is_temporary and request.status == S.ACTIVE):
+        return _refused(
+            action,
+            "not_extendable",
+            NotAllowed,
+            params=params,
+            field="status",
+            extra={"status": request.status, "kind": request.kind},
+        )
+    if action == "edit" and request.is_extension:
+        return _refused(
+            action,
+            "extension_not_edited",
+            NotAllowed,
+            params=params,
+            field="kind",
+            extra={"kind": request.kind},
+        )
     if action in _TARGETS:
         refusal = transition_refusal(request, _TARGETS[action])
         if refusal is not None:
@@ -185,7 +223,7 @@ def _state(who: _Who, action: str) -> Access:
                 action,
                 reason,
                 NotAllowed,
-                params={"id": request.pk, "status": request.get_status_display()},
+                params=params,
                 field="status",
                 extra={"status": request.status},
             )

@@ -11,7 +11,7 @@ from django.utils.translation import gettext_lazy, ngettext
 
 from approvals.access import may, may_decide
 from approvals.lifecycle import request_approve, request_changes, request_reject
-from approvals.models import Approval, ApprovalPolicy, QuotaRequest, RequestLine
+from approvals.models import Approval, ApprovalPolicy, QuotaRequest, RequestComment, RequestLine
 from approvals.policy.clusters import approval_policy_save
 from approvals.preview import request_preview
 from common.amounts import PLAIN_DECIMAL_FIELDS
@@ -237,6 +237,24 @@ class ApprovalAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return [f.name for f in Approval._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(RequestComment)
+class RequestCommentAdmin(admin.ModelAdmin):
+    """Read only: comments are written on the request's page or the API (audited there)."""
+
+    list_display = ["request", "author", "created_at", "text"]
+    list_select_related = ["request", "author"]
+    search_fields = ["author__username", "text"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in RequestComment._meta.fields]
 
     def has_add_permission(self, request):
         return False

@@ -6,10 +6,10 @@ class ApprovalsConfig(AppConfig):
     verbose_name = "Approvals"
 
     def ready(self) -> None:
-        from django.db.models import CharField
+        from django.db.models import CharField, IntegerField
         from django.urls import reverse
 
-        from approvals.models import QuotaRequest
+        from approvals.models import QuotaRequest, RequestComment
         from approvals.receivers import follow_finished_sync
         from quotas.audit.chain import AuditCoverage, audit_coverage, audit_team_targets
         from quotas.audit.views import audit_target_pages
@@ -45,5 +45,18 @@ class ApprovalsConfig(AppConfig):
                 after_key="status",
                 value_field=CharField(),
                 describe=lambda pairs: [f"request #{pk} ({status})" for pk, status in pairs],
+            )
+        )
+        # Each comment of a discussion has its request.comment event, holding its text.
+        audit_coverage(
+            AuditCoverage(
+                what="request comments",
+                event="request.comment event",
+                target_type=QuotaRequest.__name__,
+                actions=("request.comment",),
+                rows=lambda: RequestComment.objects.values_list("request_id", "id"),
+                after_key="comment",
+                value_field=IntegerField(),
+                describe=lambda pairs: [f"comment #{c} on request #{r}" for r, c in pairs],
             )
         )

@@ -230,6 +230,38 @@ class CommentForm(forms.Form):
         self.fields["comment"].label = self.LABELS.get(self.prefix, _("Comment"))
 
 
+class DiscussionForm(forms.Form):
+    """A comment of the discussion; the service says what is wrong with the text."""
+
+    prefix = "discussion"
+    text = forms.CharField(
+        label=_("Your comment"),
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=_("Read by the team's leads and the platform admins, and kept in the audit log."),
+    )
+
+
+class ExtendForm(forms.Form):
+    """A later end for a running temporary grant; the service checks it."""
+
+    prefix = "extend"
+    ends_at = forms.DateTimeField(
+        label=_("New end"),
+        required=False,
+        widget=DateTimeLocalInput(),
+        input_formats=[DATETIME_LOCAL, "%Y-%m-%dT%H:%M:%S"],
+        help_text=_("After the current end; the admins decide it like any request."),
+    )
+    justification = forms.CharField(
+        label=_("Why the team needs it longer"),
+        required=False,
+        max_length=JUSTIFICATION_MAX_LENGTH,
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+
+
 class ApproveForm(forms.Form):
     """Optional decided values per line: approving a modified amount, per-pod max or set of
     priority classes; the same choices the API's decisions offer."""

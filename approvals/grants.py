@@ -1,27 +1,43 @@
 """Temporary grants after their approval: started when their start comes (on top of the
-allocation as it is then), warned of a day before their end, expired (what they widened taken
-back, see grant_end_values), or revoked by an admin before they start."""
+allocation as it is then), warned of a day before their end, extended by an approved
+extension request (grant_extension_request), expired (what they widened taken back, see
+grant_end_values), or revoked by an admin before they start."""
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from approvals.access import require
-from approvals.lifecycle import apply_request, audit_rebased
-from approvals.lines import lines_json, ordered_lines, refuse_removed_classes, shown
-from approvals.locks import lock_request, lock_request_allocations, lock_request_capacity
+from approvals.lifecycle import apply_request, audit_rebased, request_submit
+from approvals.lines import (
+    LineInput,
+    build_lines,
+    lines_json,
+    ordered_lines,
+    refuse_removed_classes,
+    shown,
+)
+from approvals.locks import (
+    lock_for_submit,
+    lock_request,
+    lock_request_allocations,
+    lock_request_capacity,
+)
 from approvals.models import QuotaRequest, RequestLine
 from approvals.notify import notify_request
 from approvals.selectors import allocation_values, allocation_values_now, line_base_values
 from approvals.transitions import S, transition
 from approvals.validation import validate_lines
 from common.amounts import format_amount
-from common.errors import ValidationFailed
+from common.errors import NotAllowed, ValidationFailed
+from quotas.audit.chain import audit_record
+from quotas.kube.live_usage import team_usage_now
 from quotas.locks import lock_allocation
 from quotas.models import PriorityClass
 from quotas.services import allocation_set, allocation_values_check, cluster_sync_request
@@ -45,12 +61,98 @@ def request_revoke(*, request: QuotaRequest, acting_user: User, comment: str) ->
     return request
 
 
+# --- extension ------------------------------------------------------------------------------
+
+# The statuses of an extension still in the making or waiting: one at a time per grant.
+_OPEN = (S.DRAFT, S.SUBMITTED, S.CHANGES_REQUESTED)
+
+
+def _check_extension_end(ends_at: datetime | None) -> None:
+    if ends_at is None:
+        raise ValidationFailed(_("ends_at: say when the grant should end now"), field="ends_at")
+    now = timezone.now()
+    if ends_at <= now:
+        raise ValidationFailed(_("ends_at must be in the future"), field="ends_at")
+    # As long as a new grant may last, counted from now: chained extensions stay bounded.
+    max_days = settings.TEMPORARY_GRANT_MAX_DAYS
+    if ends_at - now > timedelta(days=max_days):
+        raise ValidationFailed(
+            _("ends_at: an extension reaches at most %(days)s days ahead (latest %(latest)s UTC)")
+            % {"days": max_days, "latest": f"{now + timedelta(days=max_days):%Y-%m-%d %H:%M}"},
+            field="ends_at",
+        )
+
+
+def grant_extension_request(
+    *, grant: QuotaRequest, acting_user: User, ends_at: datetime | None, justification: str
+) -> QuotaRequest:
+    """A lead asks for a later end of a running temporary grant: a request of kind extension,
+    submitted at once, whose lines are the grant's namespaces and resources as allocated now
+    (it changes no allocation). Admins decide it like any request (approvals.policy: the
+    admins the grant's change needs); approved, it moves the grant's end
+    (lifecycle.extend_grant). Refused: a grant that is not running, an end not after the
+    current one, a second open extension of the same grant."""
+    require(acting_user, grant, "extend", state=False)
+    if not justification.strip():
+        raise ValidationFailed(_("justification must not be empty"), field="justification")
+    _check_extension_end(ends_at)
+    usage_now = team_usage_now(grant.team)  # no network call under a lock
+    with transaction.atomic():
+        lock_request_capacity(grant)
+        grant = lock_request(grant.pk)
+        require(acting_user, grant, "extend", who=False)
+        if ends_at <= grant.ends_at:
+            raise ValidationFailed(
+                _("ends_at: the grant ends at %(end)s UTC already; ask for a later end")
+                % {"end": f"{grant.ends_at:%Y-%m-%d %H:%M}"},
+                field="ends_at",
+            )
+        waiting = grant.extensions.filter(status__in=_OPEN).order_by("pk").first()
+        if waiting is not None:
+            raise NotAllowed(
+                _("extends: grant #%(grant)s has an open extension already: #%(id)s (%(status)s)")
+                % {"grant": grant.pk, "id": waiting.pk, "status": waiting.get_status_display()},
+                field="extends",
+                extra={"request": waiting.pk, "request_status": waiting.status},
+            )
+        extension = QuotaRequest.objects.create(
+            team=grant.team,
+            requested_by=acting_user,
+            justification=justification.strip(),
+            kind=QuotaRequest.Kind.EXTENSION,
+            extends=grant,
+            ends_at=ends_at,
+        )
+        lines = []
+        for line in ordered_lines(grant):
+            _allocation, now = allocation_values_now(line)
+            lines.append(
+                LineInput(line.team_namespace_id, line.resource_id, now["guarantee"], now["cap"])
+            )
+        build_lines(extension, lines)
+        lock_for_submit(extension)
+        audit_record(
+            acting_user=acting_user,
+            action="request.draft",
+            target=extension,
+            after={
+                "status": S.DRAFT,
+                "extends": grant.pk,
+                "ends_at_now": grant.ends_at.isoformat(),
+                "ends_at": ends_at.isoformat(),
+                "lines": lines_json(extension),
+            },
+        )
+        return request_submit(request=extension, acting_user=acting_user, usage_now=usage_now)
+
+
 # --- start ----------------------------------------------------------------------------------
 
 
-def _each_locked_in(status: str, request_ids, step) -> list[int]:
-    """Run `step` on each request still in `status`, one transaction each, with the locks of a
-    decision taken in their fixed order (capacity rows, request, allocations and clusters)."""
+def _each_locked_in(status: str, request_ids, step, *, still_due=None) -> list[int]:
+    """Run `step` on each request still in `status` (and ``still_due``, asked with it locked),
+    one transaction each, with the locks of a decision taken in their fixed order (capacity
+    rows, request, allocations and clusters)."""
     done = []
     for request_id in list(request_ids):
         with transaction.atomic():
@@ -59,6 +161,8 @@ def _each_locked_in(status: str, request_ids, step) -> list[int]:
             request = lock_request(request_id)
             if request.status != status:
                 continue  # moved on since it was picked
+            if still_due is not None and not still_due(request):
+                continue  # its end moved (an extension approved) since it was picked
             lock_request_allocations(request)
             step(request)
             done.append(request_id)
@@ -241,7 +345,12 @@ def requests_expire_due(*, now: datetime | None = None) -> list[int]:
         notify_request(request, "request.expired")
 
     due = QuotaRequest.objects.filter(status=S.ACTIVE, ends_at__lte=now)
-    return _each_locked_in(S.ACTIVE, due.values_list("pk", flat=True), expire)
+    return _each_locked_in(
+        S.ACTIVE,
+        due.values_list("pk", flat=True),
+        expire,
+        still_due=lambda request: request.ends_at <= now,
+    )
 
 
 FIELDS = ("guarantee", "cap", "per_pod_max", "priority_classes")

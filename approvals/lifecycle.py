@@ -329,6 +329,7 @@ def request_submit(
         request = lock_request(request.pk)
         require(acting_user, request, "submit", who=False)
         lock_request_allocations(request)  # auto-approval may apply at once
+        _refuse_unextendable(request)
         _refuse_stale(request)
         refresh_current(request)
         lines = ordered_lines(request)
@@ -376,9 +377,15 @@ def request_approve(
         request = lock_request(request.pk)
         require(acting_user, request, "approve", who=False)
         lock_request_allocations(request)
+        _refuse_unextendable(request)
         _refuse_stale(request)
         refuse_removed_classes(ordered_lines(request))
         decisions = list(decisions)
+        if decisions and request.is_extension:
+            raise ValidationFailed(
+                _("decisions: an extension changes no amounts; approve or reject it as asked"),
+                field="decisions",
+            )
         dropped: list[str] = []
         policy_reason = ""
         if decisions:
@@ -431,9 +438,87 @@ def _approve_final(
         extra={"auto_approved": request.auto_approved, "lines": lines_json(request)},
     )
     notify_request(request, "request.decided")
+    if request.is_extension:
+        extend_grant(request, acting_user=acting_user)
+        return
     if request.is_temporary and request.starts_at and request.starts_at > timezone.now():
         return  # applied when it starts (requests_start_due)
     apply_request(request, lines, acting_user=acting_user)
+
+
+def extension_refusal(extension: QuotaRequest, grant: QuotaRequest) -> NotAllowed | None:
+    """Why the grant can no longer be extended to the extension's end (None: it can): it
+    ended (or was never started), or its end moved past the one asked for meanwhile."""
+    now = timezone.now()
+    if grant.status != S.ACTIVE or grant.ends_at is None or grant.ends_at <= now:
+        ended = grant.reverted_at or grant.ends_at
+        return NotAllowed(
+            _(
+                "extends: temporary grant #%(grant)s is %(status)s (its end was %(end)s UTC); "
+                "an ended grant is not extended: ask for a new temporary grant"
+            )
+            % {
+                "grant": grant.pk,
+                "status": grant.get_status_display(),
+                "end": f"{ended:%Y-%m-%d %H:%M}" if ended else "-",
+            },
+            field="extends",
+            extra={"grant": grant.pk, "grant_status": grant.status},
+        )
+    if extension.ends_at <= grant.ends_at:
+        return NotAllowed(
+            _(
+                "ends_at: temporary grant #%(grant)s ends at %(end)s UTC already, not before "
+                "the %(asked)s UTC this extension asks for"
+            )
+            % {
+                "grant": grant.pk,
+                "end": f"{grant.ends_at:%Y-%m-%d %H:%M}",
+                "asked": f"{extension.ends_at:%Y-%m-%d %H:%M}",
+            },
+            field="ends_at",
+            extra={"grant": grant.pk},
+        )
+    return None
+
+
+def _refuse_unextendable(request: QuotaRequest) -> None:
+    """An extension is submitted and approved only while its grant runs (and ends before
+    the end asked for); call with the grant locked (lock_request_allocations)."""
+    if not request.is_extension:
+        return
+    refusal = extension_refusal(request, QuotaRequest.objects.get(pk=request.extends_id))
+    if refusal is not None:
+        raise refusal
+
+
+def extend_grant(extension: QuotaRequest, *, acting_user: User | None) -> None:
+    """An approved extension moves the end of its grant (locked with the extension, see
+    approvals.locks) and is applied: nothing changes in the allocations or the clusters, and
+    the expiry (requests_expire_due) reads the new end. Refused, the approval rolls back."""
+    grant = QuotaRequest.objects.get(pk=extension.extends_id)  # locked by the approval
+    refusal = extension_refusal(extension, grant)
+    if refusal is not None:
+        raise refusal
+    before = grant.ends_at
+    grant.ends_at = extension.ends_at
+    # The warning a day before the end is given again before the new one.
+    grant.expiry_notified_at = None
+    grant.save(update_fields=["ends_at", "expiry_notified_at", "updated_at"])
+    audit_record(
+        acting_user=acting_user,
+        action="request.extended",
+        target=grant,
+        before={"ends_at": before.isoformat()},
+        after={"ends_at": grant.ends_at.isoformat(), "extension": extension.pk},
+    )
+    transition(
+        extension,
+        S.APPLIED,
+        acting_user=acting_user,
+        extra={"grant": grant.pk, "ends_at_before": before.isoformat()},
+    )
+    notify_request(extension, "request.applied")
 
 
 def apply_request(

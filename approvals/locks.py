@@ -21,9 +21,12 @@ def lock_request_capacity(request: QuotaRequest) -> None:
 
 
 def lock_request_allocations(request: QuotaRequest) -> None:
-    """After the capacity rows and the request: the allocations and clusters the request
-    changes, so the audit chain head (taken by every audit write) is always the last lock of
-    the transaction and no two paths wait on each other in a circle."""
+    """After the capacity rows and the request: the grant an extension moves (its capacity
+    rows are the extension's), then the allocations and clusters the request changes, so the
+    audit chain head (taken by every audit write) is always the last lock of the transaction
+    and no two paths wait on each other in a circle."""
+    if request.extends_id is not None:
+        lock_request(request.extends_id)
     lines = list(request.lines.values_list("team_namespace_id", "resource_id"))
     if not lines:
         return

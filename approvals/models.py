@@ -7,7 +7,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Length
-from django.db.models.lookups import LessThanOrEqual
+from django.db.models.lookups import GreaterThan, LessThanOrEqual
 from django.utils.translation import gettext_lazy as _
 
 from quotas.models.fields import ZERO, amount_field
@@ -40,6 +40,9 @@ class QuotaRequest(models.Model):
     class Kind(models.TextChoices):
         PERMANENT = "permanent", _("permanent")
         TEMPORARY = "temporary", _("temporary")
+        # A later end for a running temporary grant (``extends``): approved like any change,
+        # it moves the grant's end and changes no allocation.
+        EXTENSION = "extension", _("extension of a temporary grant")
 
     team = models.ForeignKey(
         "quotas.Team", on_delete=models.PROTECT, related_name="requests", verbose_name=_("team")
@@ -52,6 +55,15 @@ class QuotaRequest(models.Model):
         blank=True,
         related_name="+",
         verbose_name=_("suggestion"),
+    )
+    # The running temporary grant an extension moves the end of (kind extension only).
+    extends = models.ForeignKey(
+        "self",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="extensions",
+        verbose_name=_("extends"),
     )
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -124,6 +136,12 @@ class QuotaRequest(models.Model):
                 violation_error_message="a temporary request needs an end",
             ),
             models.CheckConstraint(
+                condition=(Q(kind="extension") & Q(extends__isnull=False))
+                | (~Q(kind="extension") & Q(extends__isnull=True)),
+                name="request_extension_names_its_grant",
+                violation_error_message="an extension names the grant it extends, and only it",
+            ),
+            models.CheckConstraint(
                 condition=Q(starts_at__isnull=True)
                 | Q(ends_at__isnull=True)
                 | Q(ends_at__gt=F("starts_at")),
@@ -138,6 +156,10 @@ class QuotaRequest(models.Model):
     @property
     def is_temporary(self) -> bool:
         return self.kind == self.Kind.TEMPORARY
+
+    @property
+    def is_extension(self) -> bool:
+        return self.kind == self.Kind.EXTENSION
 
     @property
     def localized_findings(self) -> list[dict]:
@@ -248,6 +270,38 @@ class RequestLine(models.Model):
         if self.decided_priority_classes is None:
             return list(self.requested_priority_classes)
         return list(self.decided_priority_classes)
+
+
+class RequestComment(models.Model):
+    """One message of the discussion on a request, by a lead of its team or a platform admin,
+    before the decision or after it. Never edited: the audit log holds each one as written."""
+
+    request = models.ForeignKey(
+        QuotaRequest, on_delete=models.CASCADE, related_name="comments", verbose_name=_("request")
+    )
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=_("author"),
+    )
+    text = models.TextField(max_length=COMMENT_MAX_LENGTH, verbose_name=_("text"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+
+    class Meta:
+        verbose_name = _("request comment")
+        verbose_name_plural = _("request comments")
+        ordering = ["request", "created_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(LessThanOrEqual(Length("text"), COMMENT_MAX_LENGTH))
+                & Q(GreaterThan(Length("text"), 0)),
+                name="request_comment_length",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"comment #{self.pk} on request #{self.request_id}"
 
 
 class Approval(models.Model):

@@ -148,6 +148,7 @@ def allocation_values_now(line: RequestLine) -> tuple[Allocation | None, dict]:
 # connection) are left unread.
 LISTED_REQUEST_FIELDS = (
     "team__slug",
+    "extends__ends_at",
     "requested_by__username",
     "kind",
     "status",
@@ -188,7 +189,7 @@ def requests_listed_for(user: AnyUser, *, scope: TeamScope | None = None) -> Que
     )
     return (
         requests_visible_to(user, scope=scope)
-        .select_related("team", "requested_by")
+        .select_related("team", "requested_by", "extends")
         .only(*LISTED_REQUEST_FIELDS)
         .prefetch_related(
             Prefetch(
@@ -222,10 +223,13 @@ def request_approvals(request: QuotaRequest) -> list[Approval]:
 
 
 def request_timeline(request: QuotaRequest) -> QuerySet[AuditEvent]:
-    """The audit events of the request, oldest first."""
-    return AuditEvent.objects.filter(
-        target_type="QuotaRequest", target_id=str(request.pk)
-    ).order_by("seq")
+    """The audit events of the request, oldest first; its comments are shown as its
+    discussion (approvals.discussion), not again here."""
+    return (
+        AuditEvent.objects.filter(target_type="QuotaRequest", target_id=str(request.pk))
+        .exclude(action="request.comment")
+        .order_by("seq")
+    )
 
 
 def request_syncs(request: QuotaRequest) -> list[SyncRequest]:

@@ -20,8 +20,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     S.CHANGES_REQUESTED: frozenset({S.SUBMITTED, S.WITHDRAWN}),
     # An approved request stays approved only while it is a temporary grant waiting for its
     # start: until then its requester may withdraw it and an admin may revoke it. A grant
-    # that no longer holds at its start fails without applying anything.
-    S.APPROVED: frozenset({S.APPLYING, S.FAILED, S.WITHDRAWN, S.REVOKED}),
+    # that no longer holds at its start fails without applying anything. An approved
+    # extension of a grant is applied at once: it moves the grant's end, no allocation.
+    S.APPROVED: frozenset({S.APPLYING, S.APPLIED, S.FAILED, S.WITHDRAWN, S.REVOKED}),
     S.APPLYING: frozenset({S.APPLIED, S.ACTIVE, S.FAILED}),
     S.FAILED: frozenset({S.APPLIED, S.ACTIVE, S.APPLYING}),
     S.ACTIVE: frozenset({S.EXPIRED}),

@@ -20,6 +20,9 @@ urlpatterns = [
     path("<int:pk>/validate/", form.request_validate_edit, name="requests-validate-edit"),
     path("<int:pk>/preview/", detail.request_preview_page, name="requests-preview"),
     path("<int:pk>/live/", live.request_live, name="requests-live"),
+    path("<int:pk>/comments/", detail.request_comment, name="requests-comment"),
+    path("<int:pk>/extend/", detail.request_extend, name="requests-extend"),
+    path("bulk/", request_list.requests_bulk, name="requests-bulk"),
     path(
         "<int:pk>/<str:action>/",
         detail.request_action,

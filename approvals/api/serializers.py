@@ -118,6 +118,12 @@ class RequestSerializer(serializers.ModelSerializer):
         child=ApprovalSerializer(), prefetched=APPROVALS_PREFETCHED
     )
     fits_plan = serializers.SerializerMethodField()
+    extends = serializers.IntegerField(
+        source="extends_id",
+        allow_null=True,
+        read_only=True,
+        help_text="Kind extension: the running temporary grant whose end it moves.",
+    )
 
     class Meta:
         model = QuotaRequest
@@ -126,6 +132,7 @@ class RequestSerializer(serializers.ModelSerializer):
             "team",
             "status",
             "kind",
+            "extends",
             "justification",
             "requested_by",
             *MOMENTS,
@@ -212,3 +219,10 @@ class CommentSerializer(serializers.Serializer):
     comment = serializers.CharField(
         required=False, allow_blank=True, default="", max_length=COMMENT_MAX_LENGTH
     )
+
+
+class ExtendSerializer(serializers.Serializer):
+    """A later end for a running temporary grant: an extension request, submitted at once."""
+
+    ends_at = serializers.DateTimeField(help_text="The new end (after the grant's current one).")
+    justification = serializers.CharField(allow_blank=True, max_length=JUSTIFICATION_MAX_LENGTH)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from approvals.api import preview, requests, suggestions, views
+from approvals.api import discussion, grants, preview, requests, suggestions, views
 
 urlpatterns = [
     path("requests/", views.RequestList.as_view(), name="api-requests"),
@@ -9,6 +9,12 @@ urlpatterns = [
     path(
         "requests/<int:pk>/preview/", preview.RequestPreview.as_view(), name="api-request-preview"
     ),
+    path(
+        "requests/<int:pk>/comments/",
+        discussion.RequestComments.as_view(),
+        name="api-request-comments",
+    ),
+    path("requests/<int:pk>/extend/", grants.RequestExtend.as_view(), name="api-request-extend"),
 ]
 urlpatterns += [
     path(f"requests/<int:pk>/{action}/", view.as_view(), name=f"api-request-{action}")

@@ -25,6 +25,7 @@ EVENTS: frozenset[str] = frozenset(
         "request.expired",
         "request.withdrawn",
         "request.revoked",
+        "request.commented",
         # Not of a request: an allocation's newest reading reached CAP_NOTICE_SHARE of its cap.
         "team.near_cap",
     }

@@ -18,6 +18,7 @@ _SUBJECT_VERBS = {
     "request.expired": gettext_noop("expired"),
     "request.withdrawn": gettext_noop("withdrawn by its requester"),
     "request.revoked": gettext_noop("revoked by an admin"),
+    "request.commented": gettext_noop("has a new comment"),
 }
 _DECISION_VERBS = {
     "approved": gettext_noop("approved"),
@@ -29,6 +30,7 @@ _DECISION_VERBS = {
 _FACT_FIELDS = (
     ("requested_by", gettext_noop("Requested by")),
     ("decided_by", gettext_noop("Decided by")),
+    ("commented_by", gettext_noop("Comment by")),
     ("starts_at", gettext_noop("Starts")),
     ("ends_at", gettext_noop("Ends")),
     ("expires_at", gettext_noop("Expires")),
@@ -103,6 +105,13 @@ def safe_text(value: object) -> str:
     and a lone CR become LF)."""
     text = str(value).replace("\r\n", "\n").replace("\r", "\n")
     return text.translate(_UNSAFE)
+
+
+def unsafe_characters(value: str) -> list[str]:
+    """The control and bidirectional characters of ``value`` that safe_text drops (line
+    breaks in any form and tabs are not among them), as ``U+202E`` names, once each."""
+    text = value.replace("\r\n", "\n").replace("\r", "\n")
+    return sorted({f"U+{ord(c):04X}" for c in text if ord(c) in _UNSAFE})
 
 
 def email_body(event: str, payload: dict) -> str:

@@ -6,7 +6,7 @@ from approvals.lines import lines_json
 from approvals.models import QuotaRequest
 from approvals.notify.dispatch import notify
 from quotas.models import TeamMembership
-from quotas.roles import platform_admins
+from quotas.roles import is_platform_admin, platform_admins
 
 
 def request_payload(request: QuotaRequest) -> dict:
@@ -26,13 +26,19 @@ def request_payload(request: QuotaRequest) -> dict:
     }
 
 
-def _recipients(request: QuotaRequest, event: str) -> list[str]:
+def _recipients(request: QuotaRequest, event: str, author=None) -> list[str]:
     admins = platform_admins().values_list("email", flat=True)
     leads = TeamMembership.objects.filter(
         team=request.team, role=TeamMembership.Role.LEAD, user__is_active=True
     ).values_list("user__email", flat=True)
     if event == "request.submitted":
         emails = list(admins)
+    elif event == "request.commented":
+        # The other side of the discussion: an admin's comment goes to the team, a lead's
+        # to the admins; never back to its author.
+        team_side = [request.requested_by.email, *leads]
+        emails = team_side if is_platform_admin(author) else list(admins)
+        emails = [e for e in emails if e != author.email]
     elif event == "request.withdrawn":
         # The admins were asked (or gave capacity to a scheduled grant); the leads see it go.
         emails = [*admins, request.requested_by.email, *leads]
@@ -41,10 +47,11 @@ def _recipients(request: QuotaRequest, event: str) -> list[str]:
     return sorted({e for e in emails if e})
 
 
-def notify_request(request: QuotaRequest, event: str, **extra) -> None:
-    """Queued for after the commit: a rolled-back decision notifies nobody."""
+def notify_request(request: QuotaRequest, event: str, *, author=None, **extra) -> None:
+    """Queued for after the commit: a rolled-back decision notifies nobody. ``author``: who
+    wrote the comment of a request.commented event."""
     notify(
         event=event,
         payload={**request_payload(request), **extra},
-        recipients=_recipients(request, event),
+        recipients=_recipients(request, event, author),
     )

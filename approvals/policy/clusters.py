@@ -19,7 +19,13 @@ from django.utils.translation import gettext_noop
 from approvals.access import require_platform_admin
 from approvals.locks import lock_approval_policy
 from approvals.models import ApprovalPolicy, QuotaRequest, RequestLine
-from approvals.policy.rules import LineDelta, PolicyFacts, decide_policy, hold_for_waiting
+from approvals.policy.rules import (
+    LineDelta,
+    PolicyDecision,
+    PolicyFacts,
+    decide_policy,
+    hold_for_waiting,
+)
 from approvals.transitions import S
 from approvals.validation import requests_fit_problems
 from common.amounts import format_amount
@@ -131,6 +137,8 @@ def policy_decision(
 ):
     """Who must decide, on the lines' final values. With ``auto``, also whether it may be
     approved automatically now (the team's budget, the requests waiting for an admin)."""
+    if request.is_extension:
+        return _extension_decision(request, has_errors=has_errors)
     clusters = {line.team_namespace.cluster_id: line.team_namespace.cluster.name for line in lines}
     policies = policy_facts(clusters)
     deltas = line_deltas(lines)
@@ -146,6 +154,32 @@ def policy_decision(
     if decision.auto_approve:
         decision = hold_for_waiting(decision, waiting_it_would_block(request, lines))
     return decision
+
+
+def _extension_decision(request: QuotaRequest, *, has_errors: bool) -> PolicyDecision:
+    """An extension keeps the grant's change for longer: the admins its change needs decide
+    (one, or two above the threshold), never the policy alone (its increase was counted
+    against the budget when the grant was approved, for the time it asked for)."""
+    grant_lines = list(
+        RequestLine.objects.filter(request_id=request.extends_id)
+        .select_related("team_namespace__cluster", "resource")
+        .order_by("id")
+    )
+    clusters = {li.team_namespace.cluster_id: li.team_namespace.cluster.name for li in grant_lines}
+    grant = decide_policy(
+        line_deltas(grant_lines), policy_facts(clusters), plan_has_errors=has_errors
+    )
+    return PolicyDecision(
+        False,
+        max(grant.approvals_needed, 1),
+        Text.of(
+            gettext_noop("extends temporary grant #%(grant)s: %(reason)s"),
+            grant=request.extends_id,
+            reason=grant.text
+            if grant.approvals_needed > 1
+            else Text.of(gettext_noop("one platform admin must approve")),
+        ),
+    )
 
 
 # --- editing a policy ----------------------------------------------------------------------

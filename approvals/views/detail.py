@@ -21,8 +21,9 @@ from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
 
 from approvals.access import allowed_actions, may, may_preview_in_clusters
-from approvals.forms import ApproveForm, CommentForm
-from approvals.grants import request_revoke
+from approvals.discussion import request_comment_add, request_comments
+from approvals.forms import ApproveForm, CommentForm, DiscussionForm, ExtendForm
+from approvals.grants import grant_extension_request, request_revoke
 from approvals.lifecycle import (
     request_approve,
     request_changes,
@@ -61,7 +62,12 @@ VALUE_LABELS = {
 
 
 def _visible_request(user, pk: int) -> QuotaRequest:
-    request = requests_visible_to(user).select_related("team", "requested_by").filter(pk=pk).first()
+    request = (
+        requests_visible_to(user)
+        .select_related("team", "requested_by", "extends")
+        .filter(pk=pk)
+        .first()
+    )
     if request is None:
         raise Http404(_("No such request among those you may see."))
     return request
@@ -153,6 +159,8 @@ def _render_detail(
     reject_form=None,
     changes_form=None,
     revoke_form=None,
+    comment_form=None,
+    extend_form=None,
     errors=(),
     line_errors=None,
     status=200,
@@ -172,7 +180,9 @@ def _render_detail(
     approve_form.lines = lines
     for line in lines:
         line.errors = (line_errors or {}).get(line.pk, [])
-        line.values = _values(qr, line, approve_form if may_decide else None)
+        # An extension changes no amounts: nothing to decide on its lines.
+        deciding = may_decide and not qr.is_extension
+        line.values = _values(qr, line, approve_form if deciding else None)
     snapshot = qr.usage_snapshot or {}
     syncs = request_syncs(qr)
     return render(
@@ -204,6 +214,15 @@ def _render_detail(
             "reject_form": reject_form or CommentForm(prefix="reject"),
             "changes_form": changes_form or CommentForm(prefix="changes"),
             "revoke_form": revoke_form or CommentForm(prefix="revoke"),
+            "comments": list(request_comments(qr)),
+            "may_comment": "comment" in allowed,
+            "comment_form": comment_form or DiscussionForm(),
+            "comment_open": comment_form is not None,
+            "may_extend": "extend" in allowed,
+            "extend_form": extend_form or ExtendForm(),
+            "extend_open": extend_form is not None,
+            "grant": qr.extends if qr.is_extension else None,
+            "extensions": list(qr.extensions.order_by("-created_at")) if qr.is_temporary else [],
         },
         status=status,
     )
@@ -332,6 +351,65 @@ def request_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
         _("Request #%(id)s is %(status)s.") % {"id": qr.pk, "status": qr.get_status_display()},
     )
     return redirect("requests-detail", pk=qr.pk)
+
+
+# --- the discussion, and extending a grant ---------------------------------------------------
+
+
+def _field_text(exc: ApplicationError, field: str) -> str:
+    """The refusal shown at its field: without the field's name the API puts first."""
+    return exc.message.removeprefix(f"{field}: ").removeprefix(f"{field}\N{FULLWIDTH COLON}")
+
+
+@login_required
+@require_POST
+def request_comment(request: HttpRequest, pk: int) -> HttpResponse:
+    """Post a comment; a refused text is shown at the field with what was typed kept."""
+    qr = _visible_request(request.user, pk)
+    form = DiscussionForm(request.POST)
+    if not form.is_valid():  # NUL characters: the form says so
+        return _render_detail(request, qr, comment_form=form, status=400)
+    try:
+        request_comment_add(request=qr, acting_user=request.user, text=form.cleaned_data["text"])
+    except ApplicationError as exc:
+        if exc.field == "text":
+            form.add_error("text", _field_text(exc, "text"))
+            return _render_detail(request, qr, comment_form=form, status=exc.status_code)
+        return _render_detail(
+            request, qr, comment_form=form, errors=[exc.message], status=exc.status_code
+        )
+    messages.success(request, _("Your comment is added."))
+    return redirect(reverse("requests-detail", args=[qr.pk]) + "#discussion")
+
+
+@login_required
+@require_POST
+def request_extend(request: HttpRequest, pk: int) -> HttpResponse:
+    """Ask for a later end of a running temporary grant: a new request the admins decide."""
+    grant = _visible_request(request.user, pk)
+    form = ExtendForm(request.POST)
+    if not form.is_valid():
+        return _render_detail(request, grant, extend_form=form, status=400)
+    try:
+        extension = grant_extension_request(
+            grant=grant,
+            acting_user=request.user,
+            ends_at=form.cleaned_data["ends_at"],
+            justification=form.cleaned_data["justification"],
+        )
+    except ApplicationError as exc:
+        if exc.field in ("ends_at", "justification"):
+            form.add_error(exc.field, _field_text(exc, exc.field))
+            return _render_detail(request, grant, extend_form=form, status=exc.status_code)
+        return _render_detail(
+            request, grant, extend_form=form, errors=[exc.message], status=exc.status_code
+        )
+    messages.success(
+        request,
+        _("Extension #%(id)s of grant #%(grant)s is %(status)s.")
+        % {"id": extension.pk, "grant": grant.pk, "status": extension.get_status_display()},
+    )
+    return redirect("requests-detail", pk=extension.pk)
 
 
 # --- preview in the clusters --------------------------------------------------------------

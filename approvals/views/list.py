@@ -4,23 +4,29 @@ paged; waiting requests that no longer fit the plan say why. A fixed number of q
 whatever the number of requests and teams (the fit check reads each cluster touched once).
 """
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import F
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.timesince import timesince
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
+from django.views.decorators.http import require_POST
 
+from approvals.access import may_decide
+from approvals.bulk import MAX_BULK, requests_decide_many
 from approvals.filtersets import RequestFilterSet
 from approvals.models import QuotaRequest
 from approvals.selectors import request_status_counts, requests_listed_for, requests_visible_to
 from approvals.validation import requests_fit_problems
 from common.amounts import format_amount
 from common.choices import choice_labels
+from common.errors import ApplicationError
 from common.sections import jinja_section
 from quotas.selectors import team_scope
 
@@ -112,9 +118,20 @@ def _line_text(line) -> dict:
     }
 
 
-def _rows(requests: list[QuotaRequest]) -> list[dict]:
+def _until(qr: QuotaRequest) -> str:
+    if qr.is_extension:
+        return _("grant #%(grant)s: end %(end)s → %(new)s") % {
+            "grant": qr.extends_id,
+            "end": _minute(qr.extends.ends_at),
+            "new": _minute(qr.ends_at),
+        }
+    return _("until %(end)s") % {"end": _minute(qr.ends_at)} if qr.ends_at else ""
+
+
+def _rows(requests: list[QuotaRequest], *, user=None) -> list[dict]:
     """Each request of the page as its row writes it: labels, moments and amounts formatted
-    once here, not by template filters per cell."""
+    once here, not by template filters per cell. ``user``: the admin of the queue, whose
+    rows waiting for someone else's decision can be selected."""
     problems = _plan_problems(requests)
     status_labels = choice_labels(QuotaRequest, "status")
     kind_labels = choice_labels(QuotaRequest, "kind")
@@ -129,7 +146,10 @@ def _rows(requests: list[QuotaRequest]) -> list[dict]:
                 "status_label": status_labels.get(qr.status, qr.status),
                 "plan_problems": "; ".join(problems.get(qr.pk, [])),
                 "kind_label": kind_labels.get(qr.kind, qr.kind),
-                "until": _("until %(end)s") % {"end": _minute(qr.ends_at)} if qr.ends_at else "",
+                "until": _until(qr),
+                "selectable": user is not None
+                and qr.status == S.SUBMITTED
+                and qr.requested_by_id != user.pk,
                 "lines": [_line_text(line) for line in qr.listed_lines],
                 "requester": qr.requested_by.get_username(),
                 "submitted": _minute(qr.submitted_at) if qr.submitted_at else "",
@@ -193,15 +213,20 @@ def _request_list_context(request: HttpRequest) -> tuple[dict, int]:
     page = paginator.get_page(request.GET.get("page"))
     params = request.GET.copy()
     params.pop("page", None)
+    is_queue = bool(cleaned.get("status") == S.SUBMITTED or cleaned.get("waiting"))
+    # The queue of a platform admin: several requests decided at once (requests_bulk).
+    bulk = is_queue and may_decide(user)
     return (
         {
             "filters": filters.form,
             "filter_errors": errors,
             "page": page,
-            "rows": _rows(list(page)),
+            "rows": _rows(list(page), user=user if bulk else None),
+            "bulk": bulk,
+            "bulk_next": request.get_full_path(),
             "query": params.urlencode(),
             "tabs": _status_tabs(request, counts, request.GET.get("status", "")),
-            "is_queue": bool(cleaned.get("status") == S.SUBMITTED or cleaned.get("waiting")),
+            "is_queue": is_queue,
             "may_request": scope.may_request_any(),
             "pager_text": _pager_text(page),
             # Its rows' status and the tabs follow by themselves (approvals.views.live).
@@ -209,3 +234,68 @@ def _request_list_context(request: HttpRequest) -> tuple[dict, int]:
         },
         400 if errors else 200,
     )
+
+
+# --- several at once ------------------------------------------------------------------------
+
+_BULK_TAGS = {
+    "approved": "success",
+    "rejected": "success",
+    "waiting": "warning",
+    "refused": "error",
+}
+
+
+@login_required
+@require_POST
+def requests_bulk(request: HttpRequest) -> HttpResponse:
+    """Approve or reject the requests ticked in the queue, each as a single decision would
+    (approvals.bulk); the queue then says, per request, what became of it."""
+    back = request.POST.get("next", "")
+    # Back to the queue it was sent from: a path of this site only (redirect() would take
+    # any other word for a view name).
+    if not (
+        back.startswith("/")
+        and url_has_allowed_host_and_scheme(back, {request.get_host()}, request.is_secure())
+    ):
+        back = f"{reverse('requests-list')}?waiting=on"
+    if not may_decide(request.user):
+        return render(
+            request,
+            "approvals/refused.html",
+            {"message": _("only platform admins decide quota requests")},
+            status=403,
+        )
+    ids = []
+    for value in request.POST.getlist("ids")[: MAX_BULK + 1]:
+        if not value.isascii() or not value.isdigit() or len(value) > 18:
+            messages.error(
+                request, _("ids: %(value)s is not a request number") % {"value": value[:40]}
+            )
+            return HttpResponseRedirect(back)
+        ids.append(int(value))
+    action = request.POST.get("action", "")
+    try:
+        outcomes = requests_decide_many(
+            request_ids=ids,
+            acting_user=request.user,
+            action=action,
+            comment=request.POST.get("comment", ""),
+        )
+    except ApplicationError as exc:
+        messages.error(request, exc.message, extra_tags="bulk-refused")
+        return HttpResponseRedirect(back)
+    for outcome in outcomes:
+        text = _("Request #%(id)s: %(outcome)s") % {
+            "id": outcome.request_id,
+            "outcome": outcome.message,
+        }
+        messages.add_message(
+            request,
+            {"success": messages.SUCCESS, "warning": messages.WARNING, "error": messages.ERROR}[
+                _BULK_TAGS[outcome.outcome]
+            ],
+            text,
+            extra_tags=f"bulk-{outcome.outcome} bulk-request-{outcome.request_id}",
+        )
+    return HttpResponseRedirect(back)

@@ -22,6 +22,8 @@ ACTION_LABELS = {
     "request.expired": _("Temporary grant ended and reverted"),
     "request.rebased": _("Rebased on the current allocation"),
     "request.deleted": _("Draft deleted"),
+    "request.comment": _("Comment"),
+    "request.extended": _("Temporary grant extended"),
     "allocation.changed": _("Allocation changed"),
     "capacity.changed": _("Capacity changed"),
     "capacity.deleted": _("Capacity removed"),

@@ -111,7 +111,7 @@ def test_payload_that_is_not_json_is_refused_in_the_caller():
         notify(event="request.submitted", payload={"x": object()}, recipients=[])
 
 
-def test_events_are_the_eight_request_events_and_the_cap_notice():
+def test_events_are_the_request_events_and_the_cap_notice():
     assert {
         "request.submitted",
         "request.decided",
@@ -121,6 +121,7 @@ def test_events_are_the_eight_request_events_and_the_cap_notice():
         "request.expired",
         "request.withdrawn",
         "request.revoked",
+        "request.commented",
         "team.near_cap",
     } == EVENTS
 

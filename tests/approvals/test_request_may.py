@@ -93,11 +93,18 @@ def test_actions_follow_the_status(people, draft):
         "withdraw",
         "delete",
         "rebase",
+        "comment",
     }
     draft.status = QuotaRequest.Status.SUBMITTED
-    assert allowed_actions(people["admin"], draft) == {"approve", "reject", "changes", "rebase"}
-    assert allowed_actions(people["auditor"], draft) == set()
-    assert allowed_actions(people["requester"], draft) == {"withdraw", "rebase"}
+    assert allowed_actions(people["admin"], draft) == {
+        "approve",
+        "reject",
+        "changes",
+        "rebase",
+        "comment",
+    }
+    assert allowed_actions(people["auditor"], draft) == set()  # reads the discussion only
+    assert allowed_actions(people["requester"], draft) == {"withdraw", "rebase", "comment"}
 
 
 def test_who_may_request_for_a_team_is_one_answer(client, people, plan, gpu, admin):

@@ -23,7 +23,7 @@ from django_celery_beat.models import (
     SolarSchedule,
 )
 
-from approvals.models import Approval, ApprovalPolicy, QuotaRequest, RequestLine
+from approvals.models import Approval, ApprovalPolicy, QuotaRequest, RequestComment, RequestLine
 from common.models import IdempotencyKey
 from portal.models import WorkerHeartbeat
 from portal.tokens import api_token_create
@@ -107,6 +107,7 @@ def _grow(i: int) -> None:
         requested_cap=Decimal(3),
     )
     Approval.objects.create(request=request, admin=user)
+    RequestComment.objects.create(request=request, author=user, text=f"comment {i}")
     ApprovalPolicy.objects.create(cluster=cluster)
 
     api_token_create(user=user, name=f"token {i}", days=30)

@@ -78,6 +78,11 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     # Revoke is for approved grants not yet started: this submitted request is refused (409).
     ("api-request-revoke", "POST"): row(403, 403, 404, 409, 403),
     ("api-suggestion-request", "POST"): row(403, 201, 404, 201, 403),
+    # The discussion: read like the request; leads of the team and admins post, auditors read.
+    ("api-request-comments", "GET"): TEAM_A,
+    ("api-request-comments", "POST"): row(403, 201, 404, 201, 403),
+    # Extending is for running temporary grants: this submitted request is refused (409).
+    ("api-request-extend", "POST"): row(403, 409, 404, 409, 403),
 }
 
 REQUEST_BODY = {
@@ -100,6 +105,11 @@ BODIES = {
     "api-request-reject": {"comment": "no"},
     "api-request-changes": {"comment": "smaller"},
     "api-request-revoke": {"comment": "not needed"},
+    "api-request-comments": {"text": "why eight?"},
+    "api-request-extend": {
+        "ends_at": (timezone.now() + timedelta(days=2)).isoformat(),
+        "justification": "longer",
+    },
 }
 QUERIES = {
     "api-usage-canary": {"cluster": "demo", "start": "2025-06-01", "end": "2025-06-30"},
