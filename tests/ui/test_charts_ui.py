@@ -1,6 +1,6 @@
 """The charts as a person sees them in Chromium, in 简体中文: a chart of one day draws its
-legend in Chinese, ticks written as days (never "23:59:59.9995"), and the team's usage in the
-team's own colour on the dashboard and on /usage/ alike."""
+legend and plotly's own buttons in Chinese, ticks written as days (never "23:59:59.9995"),
+and the team's usage in the team's own colour on the dashboard and on /usage/ alike."""
 
 import re
 from datetime import timedelta
@@ -86,6 +86,12 @@ def test_a_one_day_chart_in_chinese_has_a_legend_day_ticks_and_the_team_colour(
         ticks = chart.locator(".xtick text").all_text_contents()
         assert ticks and all(DAY.match(t) for t in ticks), ticks
         assert _peak_colour(chart) == team_a
+        # plotly.js' own buttons speak Chinese too (static/portal/plotly_locale_zh.js).
+        titles = chart.locator(".modebar-btn").evaluate_all(
+            "buttons => buttons.map(b => b.getAttribute('data-title'))"
+        )
+        assert titles, "no modebar"
+        assert not [t for t in titles if ENGLISH_WORD.search(t.replace("PNG", ""))], titles
         page.screenshot(path=str(artifacts / "one-day-dashboard-zh.png"), full_page=True)
 
         page.goto("/usage/?team=team-a")
