@@ -7,6 +7,7 @@ import django_filters
 from django import forms
 from django.db.models import Exists, F, Min, OuterRef, QuerySet
 from django.utils import timezone
+from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from approvals.access import restrict
@@ -74,8 +75,8 @@ class RequestFilterSet(PortalFilterSet):
 
     status = django_filters.ChoiceFilter(
         choices=S.choices,
-        empty_label="all statuses",
-        help_text="Request status.",
+        empty_label=_("all statuses"),
+        help_text=_("Request status."),
         error_messages=one_of(S.choices),
     )
     team = team_filter("team")
@@ -84,46 +85,53 @@ class RequestFilterSet(PortalFilterSet):
     cluster.extra["empty_label"] = _("all clusters")
     kind = django_filters.ChoiceFilter(
         choices=QuotaRequest.Kind.choices,
-        empty_label="all kinds",
-        help_text="Permanent change or temporary grant.",
+        empty_label=_("all kinds"),
+        help_text=_("Permanent change or temporary grant."),
         error_messages=one_of(QuotaRequest.Kind.choices),
     )
     created_after = django_filters.DateFilter(
         field_name="created_at",
         lookup_expr="date__gte",
-        label="created from",
-        help_text="Created on or after this day (YYYY-MM-DD, the portal's time zone).",
-        error_messages={"invalid": "give a day as YYYY-MM-DD"},
+        label=_("created from"),
+        help_text=_("Created on or after this day (YYYY-MM-DD, the portal's time zone)."),
+        error_messages={"invalid": _("give a day as YYYY-MM-DD")},
         widget=DAY,
     )
     created_before = django_filters.DateFilter(
         field_name="created_at",
         lookup_expr="date__lte",
-        label="created to",
-        help_text="Created on or before this day (YYYY-MM-DD, the portal's time zone).",
-        error_messages={"invalid": "give a day as YYYY-MM-DD"},
+        label=_("created to"),
+        help_text=_("Created on or before this day (YYYY-MM-DD, the portal's time zone)."),
+        error_messages={"invalid": _("give a day as YYYY-MM-DD")},
         widget=DAY,
     )
     submitted_before = django_filters.DateFilter(
         field_name="submitted_at",
         lookup_expr="date__lt",
         label=_("submitted before"),
-        help_text="Submitted before this day (YYYY-MM-DD, the portal's time zone); requests "
-        "never submitted are left out.",
-        error_messages={"invalid": "give a day as YYYY-MM-DD"},
+        help_text=_(
+            "Submitted before this day (YYYY-MM-DD, the portal's time zone); requests "
+            "never submitted are left out."
+        ),
+        error_messages={"invalid": _("give a day as YYYY-MM-DD")},
         widget=DAY,
     )
     older_than = DaysFilter(
         method="filter_older_than",
         label=_("waiting more than (days)"),
-        help_text=f"Submitted more than this many whole days ago (0 to {MAX_AGE_DAYS}); "
-        "requests never submitted are left out.",
+        help_text=format_lazy(
+            _(
+                "Submitted more than this many whole days ago (0 to {max}); requests never "
+                "submitted are left out."
+            ),
+            max=MAX_AGE_DAYS,
+        ),
         min_value=0,
         max_value=MAX_AGE_DAYS,
         error_messages={
-            "invalid": "give a whole number of days",
-            "min_value": "give 0 days or more",
-            "max_value": f"give at most {MAX_AGE_DAYS} days",
+            "invalid": _("give a whole number of days"),
+            "min_value": _("give 0 days or more"),
+            "max_value": format_lazy(_("give at most {max} days"), max=MAX_AGE_DAYS),
         },
     )
     ordering = RequestOrderingFilter(
@@ -137,18 +145,25 @@ class RequestFilterSet(PortalFilterSet):
         choices=ORDERING_CHOICES,
         empty_label=_("default order"),
         label=_("sort"),
-        help_text="Sort by submitted, created, team, cluster or status; a leading '-' sorts "
-        "descending (e.g. -submitted); requests never submitted sort last.",
+        help_text=_(
+            "Sort by submitted, created, team, cluster or status; a leading '-' sorts "
+            "descending (e.g. -submitted); requests never submitted sort last."
+        ),
         error_messages={
-            "invalid_choice": "%(value)r is not one of "
-            + ", ".join(value for value, _label in ORDERING_CHOICES)
+            "invalid_choice": format_lazy(
+                _("{value} is not one of {choices}"),
+                value="%(value)r",
+                choices=", ".join(value for value, _label in ORDERING_CHOICES),
+            )
         },
     )
     waiting = StrictBooleanFilter(
         method="filter_waiting",
-        label="waiting for me",
-        help_text="Only submitted requests this platform admin has yet to decide "
-        "(not their own, not approved by them yet); ignored for everyone else.",
+        label=_("waiting for me"),
+        help_text=_(
+            "Only submitted requests this platform admin has yet to decide "
+            "(not their own, not approved by them yet); ignored for everyone else."
+        ),
     )
 
     class Meta:

@@ -9,6 +9,7 @@ from typing import overload
 from django import forms, template
 from django.db import models
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 # A template builtin (settings TEMPLATES): ``{{ allocation.cap|amount }}`` on every page.
 register = template.Library()
@@ -76,3 +77,18 @@ class AmountFormField(forms.DecimalField):
 # For a ModelAdmin's ``formfield_overrides``: its decimal fields (capacities, the cap share,
 # budgets) take plain ASCII decimals only, as the portal's own forms do.
 PLAIN_DECIMAL_FIELDS = {models.DecimalField: {"form_class": AmountFormField}}
+
+
+# The units of the resource catalogue a reader meets, in the reader's language; a unit not
+# here (GPU, MiB, %) is written as the catalogue has it in every language.
+UNIT_WORDS = {
+    "slice": pgettext_lazy("unit", "slice"),
+    "slices": pgettext_lazy("unit", "slices"),
+    "core": pgettext_lazy("unit", "core"),
+    "cores": pgettext_lazy("unit", "cores"),
+}
+
+
+def unit_label(unit: str) -> str:
+    """A resource's unit as the reader reads it (translated when it is a word)."""
+    return str(UNIT_WORDS.get(unit, unit))

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from datetime import date, timedelta
 from typing import Any
 
 import plotly.io as pio
@@ -20,6 +21,22 @@ BASE_LAYOUT = {"margin": {"t": 40, "b": 40, "l": 50, "r": 10}}
 # A plotly figure as a dictionary: {"data": [trace, ...], "layout": {...}}, each trace a
 # dictionary with its "type".
 Figure = dict[str, Any]
+
+
+def day_axis(days: Sequence[date]) -> dict:
+    """An x axis of days: a date axis written as days (ticks and hover, never "23:59:59.9995"
+    or a month's English name), and a single day padded to the day before and after, so one
+    point is drawn in the middle of a readable range."""
+    axis = {"type": "date", "tickformat": "%Y-%m-%d", "hoverformat": "%Y-%m-%d"}
+    if len(set(days)) == 1:
+        day = days[0]
+        axis["range"] = [
+            (day - timedelta(days=1)).isoformat(),
+            (day + timedelta(days=1)).isoformat(),
+        ]
+        axis["dtick"] = 86_400_000
+    return axis
+
 
 _ELEMENT_ID = re.compile(r"[A-Za-z][\w-]*\Z")
 

@@ -14,29 +14,41 @@ from __future__ import annotations
 from collections.abc import Sequence
 from decimal import Decimal
 
-from common.charts import BASE_LAYOUT, Figure
+from common import palette
+from common.charts import BASE_LAYOUT, Figure, day_axis
 from overview.selectors import Share, UsageSeries
 
 # A stacked bar of hundreds of teams is unreadable: the largest keep their own segment, the
 # rest are drawn as one.
 MAX_SEGMENTS = 12
+# The merged segment's key (no team's slug: slugs have no spaces).
+SMALLER_TEAMS = "smaller teams"
 
-# The overview's charts fill their card, with the legend below the plot.
-_LAYOUT = {**BASE_LAYOUT, "autosize": True, "legend": {"orientation": "h", "y": -0.2}}
+# The overview's charts fill their card, with the legend below the plot (shown even for one
+# trace: its colour means something).
+_LAYOUT = {
+    **BASE_LAYOUT,
+    "autosize": True,
+    "showlegend": True,
+    "legend": {"orientation": "h", "y": -0.2},
+}
 
 DAY_MS = 86_400_000
 MAX_DAY_TICKS = 8
 
 
-def _days_axis(days: int) -> dict:
+def _days_axis(days: Sequence) -> dict:
     """Ticks on whole days (never hours of a day the rollups do not split), at most
     MAX_DAY_TICKS of them."""
-    step = max(1, -(-days // MAX_DAY_TICKS))
-    return {"type": "date", "tickformat": "%Y-%m-%d", "dtick": step * DAY_MS}
+    step = max(1, -(-len(days) // MAX_DAY_TICKS))
+    return {**day_axis(days), "dtick": step * DAY_MS}
 
 
-def team_usage_figure(series: UsageSeries, *, title: str, labels: dict[str, str]) -> Figure:
-    """Daily peak and mean used against the guarantee and cap in force (steps)."""
+def team_usage_figure(
+    series: UsageSeries, *, title: str, labels: dict[str, str], colour: str = palette.USED
+) -> Figure:
+    """Daily peak and mean used (in the team's ``colour``) against the guarantee and cap in
+    force (steps)."""
     x = series.days
     return {
         "data": [
@@ -46,15 +58,24 @@ def team_usage_figure(series: UsageSeries, *, title: str, labels: dict[str, str]
                 "y": series.peak,
                 "mode": "lines+markers",
                 "name": labels["peak"],
+                "line": {"color": colour},
+                "marker": {"color": colour},
             },
-            {"type": "scatter", "x": x, "y": series.mean, "mode": "lines", "name": labels["mean"]},
+            {
+                "type": "scatter",
+                "x": x,
+                "y": series.mean,
+                "mode": "lines",
+                "name": labels["mean"],
+                "line": {"color": colour, "dash": "dot"},
+            },
             {
                 "type": "scatter",
                 "x": x,
                 "y": series.guarantee,
                 "mode": "lines",
                 "name": labels["guarantee"],
-                "line": {"shape": "hv"},
+                "line": {"shape": "hv", "color": palette.GUARANTEE},
             },
             {
                 "type": "scatter",
@@ -62,13 +83,13 @@ def team_usage_figure(series: UsageSeries, *, title: str, labels: dict[str, str]
                 "y": series.cap,
                 "mode": "lines",
                 "name": labels["cap"],
-                "line": {"shape": "hv", "dash": "dash"},
+                "line": {"shape": "hv", "dash": "dash", "color": palette.CAP},
             },
         ],
         "layout": {
             **_LAYOUT,
             "title": {"text": title},
-            "xaxis": _days_axis(len(series.days)),
+            "xaxis": _days_axis(series.days),
             "yaxis": {"title": {"text": series.unit}, "rangemode": "tozero"},
             "height": 320,
         },
@@ -88,11 +109,19 @@ def chart_segments(shares: Sequence[Share], *, rest_label: str) -> list[Share]:
     rest = ranked[keep:]
     merged = Share(
         rest_label,
-        None,
+        SMALLER_TEAMS,
         sum((s.guarantee for s in rest), Decimal(0)),
         sum((s.cap for s in rest), Decimal(0)),
     )
     return [*sorted(ranked[:keep], key=lambda s: s.label), merged, *others]
+
+
+def _segment_colour(share: Share, colours: dict[str, str]) -> str:
+    if share.is_others:
+        return palette.OTHER_TEAMS
+    if share.team_slug == SMALLER_TEAMS:
+        return palette.SMALLER_TEAMS
+    return palette.team_colour(colours, share.team_slug)
 
 
 def capacity_figure(
@@ -102,9 +131,11 @@ def capacity_figure(
     capacity: Decimal | None,
     segments: Sequence[Share],
     labels: dict[str, str],
+    colours: dict[str, str] | None = None,
 ) -> Figure:
-    """Two stacked bars, the sum of guarantees and the sum of caps, one segment per team,
-    with the capacity as a line across: a guarantee bar above it is over-commitment."""
+    """Two stacked bars, the sum of guarantees and the sum of caps, one segment per team (in
+    its colour of ``colours``, slug to colour), with the capacity as a line across: a
+    guarantee bar above it is over-commitment."""
     x = [labels["guarantees"], labels["caps"]]
     layout = {
         **_LAYOUT,
@@ -124,7 +155,7 @@ def capacity_figure(
                 "yref": "y",
                 "y0": capacity,
                 "y1": capacity,
-                "line": {"color": "#b42318", "dash": "dash", "width": 2},
+                "line": {"color": palette.CAPACITY, "dash": "dash", "width": 2},
             }
         ]
         layout["annotations"] = [
@@ -141,7 +172,14 @@ def capacity_figure(
         ]
     return {
         "data": [
-            {"type": "bar", "x": x, "y": [s.guarantee, s.cap], "name": s.label} for s in segments
+            {
+                "type": "bar",
+                "x": x,
+                "y": [s.guarantee, s.cap],
+                "name": s.label,
+                "marker": {"color": _segment_colour(s, colours or {})},
+            }
+            for s in segments
         ],
         "layout": layout,
     }

@@ -47,8 +47,8 @@ def cluster_filter(field_name: str, **extra) -> ModelChoiceFilter:
         **extra,
         queryset=Cluster.objects.all(),
         to_field_name="name",
-        help_text="Cluster name.",
-        error_messages={"invalid_choice": "no cluster named %(value)r"},
+        help_text=gettext_lazy("Cluster name."),
+        error_messages={"invalid_choice": gettext_lazy("no cluster named %(value)r")},
     )
 
 
@@ -57,8 +57,10 @@ def team_filter(field_name: str) -> ModelChoiceFilter:
         field_name=field_name,
         queryset=_teams,
         to_field_name="slug",
-        help_text="Team slug (a team you may see).",
-        error_messages={"invalid_choice": "no team %(value)r among the teams you may see"},
+        help_text=gettext_lazy("Team slug (a team you may see)."),
+        error_messages={
+            "invalid_choice": gettext_lazy("no team %(value)r among the teams you may see")
+        },
     )
 
 
@@ -67,8 +69,8 @@ def resource_filter(field_name: str) -> ModelChoiceFilter:
         field_name=field_name,
         queryset=Resource.objects.all(),
         to_field_name="name",
-        help_text="Resource name, e.g. nvidia.com/gpu.",
-        error_messages={"invalid_choice": "no resource named %(value)r"},
+        help_text=gettext_lazy("Resource name, e.g. nvidia.com/gpu."),
+        error_messages={"invalid_choice": gettext_lazy("no resource named %(value)r")},
     )
 
 
@@ -108,7 +110,9 @@ class TeamFilterSet(PortalFilterSet):
         queryset=_teams,
         to_field_name="slug",
         help_text="Slug of the parent team (a department).",
-        error_messages={"invalid_choice": "no team %(value)r among the teams you may see"},
+        error_messages={
+            "invalid_choice": gettext_lazy("no team %(value)r among the teams you may see")
+        },
     )
     cluster = ModelChoiceFilter(
         field_name="namespaces__cluster",
@@ -116,7 +120,7 @@ class TeamFilterSet(PortalFilterSet):
         queryset=Cluster.objects.all(),
         to_field_name="name",
         help_text="Cluster name: teams with a namespace on it.",
-        error_messages={"invalid_choice": "no cluster named %(value)r"},
+        error_messages={"invalid_choice": gettext_lazy("no cluster named %(value)r")},
     )
 
     class Meta:
@@ -253,7 +257,9 @@ class AuditEventFilterSet(PortalFilterSet):
         to_field_name="slug",
         method="filter_team",
         help_text="Team slug: events about the team, its namespaces, allocations and requests.",
-        error_messages={"invalid_choice": "no team %(value)r among the teams you may see"},
+        error_messages={
+            "invalid_choice": gettext_lazy("no team %(value)r among the teams you may see")
+        },
     )
     action = audit_text_filter(
         r"^[A-Za-z0-9_.-]{1,100}\Z",

@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 
-from common.charts import BASE_LAYOUT, Figure
+from django.utils.translation import gettext as _
+
+from common import palette
+from common.charts import BASE_LAYOUT, Figure, day_axis
 from usage.selectors import UsageDay
 
 
@@ -34,40 +37,65 @@ def in_force(steps: Sequence[AllocationStep], day: date) -> AllocationStep | Non
 
 
 def usage_figures(
-    *, title: str, unit: str, days: Sequence[UsageDay], steps: Sequence[AllocationStep]
+    *,
+    title: str,
+    unit: str,
+    days: Sequence[UsageDay],
+    steps: Sequence[AllocationStep],
+    colour: str = palette.USED,
 ) -> list[Figure]:
-    """Two figures of one namespace and resource: daily peak and mean allocated against the
-    guarantee and cap in force; and per day the GPU-hours borrowed and the guaranteed ones idle."""
+    """Two figures of one namespace and resource: daily peak and mean allocated (in the team's
+    ``colour``) against the guarantee and cap in force; and per day the GPU-hours borrowed and
+    the guaranteed ones idle. Labels in the active language."""
     x = [d.day for d in days]
     forced = [in_force(steps, day) for day in x]
-    layout = {**BASE_LAYOUT, "yaxis": {"title": {"text": unit}, "rangemode": "tozero"}}
+    layout = {
+        **BASE_LAYOUT,
+        "showlegend": True,
+        "xaxis": day_axis(x),
+        "yaxis": {"title": {"text": unit}, "rangemode": "tozero"},
+    }
 
     def line(name: str, y: list, **style) -> dict:
         return {"type": "scatter", "x": x, "y": y, "name": name, **style}
 
     usage = {
         "data": [
-            line("peak allocated", [d.peak for d in days], mode="lines+markers"),
-            line("mean allocated", [d.mean for d in days], mode="lines"),
             line(
-                "pending peak", [d.pending_peak for d in days], mode="lines", line={"dash": "dot"}
+                _("peak allocated"),
+                [d.peak for d in days],
+                mode="lines+markers",
+                line={"color": colour},
+                marker={"color": colour},
             ),
             line(
-                "guarantee",
+                _("mean allocated"),
+                [d.mean for d in days],
+                mode="lines",
+                line={"color": colour, "dash": "dot"},
+            ),
+            line(
+                _("pending peak"),
+                [d.pending_peak for d in days],
+                mode="lines",
+                line={"dash": "dot", "color": palette.PENDING},
+            ),
+            line(
+                _("guarantee"),
                 [s.guarantee if s else None for s in forced],
                 mode="lines",
-                line={"shape": "hv"},
+                line={"shape": "hv", "color": palette.GUARANTEE},
             ),
             line(
-                "cap",
+                _("cap"),
                 [s.cap if s else None for s in forced],
                 mode="lines",
-                line={"shape": "hv", "dash": "dash"},
+                line={"shape": "hv", "dash": "dash", "color": palette.CAP},
             ),
         ],
         "layout": {
             **layout,
-            "title": {"text": f"{title}: usage against guarantee and cap"},
+            "title": {"text": _("%(title)s: usage against guarantee and cap") % {"title": title}},
             "height": 320,
         },
     }
@@ -77,20 +105,28 @@ def usage_figures(
                 "type": "bar",
                 "x": x,
                 "y": [d.borrowed_gpu_hours for d in days],
-                "name": "borrowed (above guarantee)",
+                "name": _("borrowed (above guarantee)"),
+                "marker": {"color": palette.BORROWED},
             },
             {
                 "type": "bar",
                 "x": x,
                 "y": [d.idle_guaranteed_gpu_hours for d in days],
-                "name": "guaranteed but idle",
+                "name": _("guaranteed but idle"),
+                "marker": {"color": palette.IDLE},
             },
         ],
         "layout": {
             **layout,
-            "title": {"text": f"{title}: borrowed and idle {unit}-hours"},
+            "title": {
+                "text": _("%(title)s: borrowed and idle %(unit)s-hours")
+                % {"title": title, "unit": unit}
+            },
             "barmode": "group",
-            "yaxis": {"title": {"text": f"{unit}-hours"}, "rangemode": "tozero"},
+            "yaxis": {
+                "title": {"text": _("%(unit)s-hours") % {"unit": unit}},
+                "rangemode": "tozero",
+            },
             "height": 280,
         },
     }

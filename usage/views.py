@@ -18,7 +18,8 @@ from django.views.decorators.http import require_GET
 from common.csvstream import csv_download
 from common.dates import parse_day
 from common.errors import ValidationFailed
-from quotas.models import AllocationVersion, Cluster
+from common.palette import team_colour, team_colours
+from quotas.models import AllocationVersion, Cluster, Team
 from quotas.selectors import teams_visible_to
 from usage.canary import canary_metrics, canary_period_check
 from usage.charts import AllocationStep, usage_figures
@@ -160,6 +161,7 @@ def usage_page(request: HttpRequest) -> HttpResponse:
         for d in days:
             by_pair[(d.team_namespace_id, d.resource_id)].append(d)
         steps = _steps(set(by_pair))
+        colours = team_colours(Team.objects.values_list("slug", flat=True))
         pairs = list(by_pair.items())
         truncated = len(pairs) > MAX_CHARTED
         for pair, rows in pairs[:MAX_CHARTED]:
@@ -172,6 +174,7 @@ def usage_page(request: HttpRequest) -> HttpResponse:
                         unit="GPU" if "gpu" in first.resource else first.resource,
                         days=rows,
                         steps=steps.get(pair, []),
+                        colour=team_colour(colours, first.team),
                     ),
                 }
             )

@@ -16,6 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
+from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
@@ -427,7 +428,8 @@ def request_preview_page(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         clusters = request_preview(qr)
     except KubeError as exc:
-        error = _("cluster unreachable: %(error)s") % {"error": exc}
+        # The cluster's own words as machine text, after the reader's language's.
+        error = format_html("{} <code>{}</code>", _("cluster unreachable:"), exc)
     return render(
         request,
         "approvals/request_preview.html",

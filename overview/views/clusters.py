@@ -17,7 +17,8 @@ from django.urls import reverse
 from django.utils.text import slugify
 from django.utils.translation import gettext as _
 
-from common.amounts import format_amount
+from common.amounts import format_amount, unit_label
+from common.palette import team_colours
 from common.sections import jinja_section
 from overview.charts import capacity_figure, chart_segments
 from overview.selectors import (
@@ -29,12 +30,13 @@ from overview.selectors import (
     plan_summary,
 )
 from quotas.kube.status import cluster_sync_status, open_sync_requests, recent_drift
-from quotas.models import Cluster, ClusterCapacity
+from quotas.models import Cluster, ClusterCapacity, Team
 from quotas.roles import sees_everything
 from quotas.selectors import plan_findings_of
 
 
-def _capacity_chart(block: ClusterLines, index: int, line) -> dict:
+def _capacity_chart(block: ClusterLines, index: int, line, colours: dict[str, str]) -> dict:
+    unit = unit_label(line.unit)
     title = _("%(resource)s on %(cluster)s: guarantees and caps against capacity") % {
         "resource": line.resource,
         "cluster": line.cluster,
@@ -43,14 +45,19 @@ def _capacity_chart(block: ClusterLines, index: int, line) -> dict:
         "guarantees": _("sum of guarantees"),
         "caps": _("sum of caps"),
         "capacity": _("capacity %(amount)s %(unit)s")
-        % {"amount": format_amount(line.capacity or 0), "unit": line.unit},
+        % {"amount": format_amount(line.capacity or 0), "unit": unit},
     }
     segments = chart_segments(line.shares, rest_label=_("smaller teams"))
     return {
         "id": f"cluster-chart-{block.cluster.pk}-{index}",
         "title": title,
         "figure": capacity_figure(
-            title=title, unit=line.unit, capacity=line.capacity, segments=segments, labels=labels
+            title=title,
+            unit=unit,
+            capacity=line.capacity,
+            segments=segments,
+            labels=labels,
+            colours=colours,
         ),
     }
 
@@ -100,8 +107,9 @@ def _cluster_context(request: HttpRequest, clusters: QuerySet[Cluster]) -> dict:
     for finding in findings_visible_to(user, plan_findings_of(cluster_list, capacities)):
         findings[finding.cluster].append(finding)
     blocks, chart_data = [], []
+    colours = team_colours(Team.objects.values_list("slug", flat=True))
     for block in overview:
-        charts = [_capacity_chart(block, i, line) for i, line in enumerate(block.lines)]
+        charts = [_capacity_chart(block, i, line, colours) for i, line in enumerate(block.lines)]
         chart_data += [{"id": c["id"], "figure": c["figure"]} for c in charts]
         blocks.append(
             {

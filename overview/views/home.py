@@ -4,6 +4,7 @@ its usage against guarantee and cap, its requests, temporary grants and open sug
 
 A fixed number of queries, however many teams, allocations, days or requests there are."""
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from django.contrib.auth.decorators import login_required
@@ -21,12 +22,14 @@ from django.utils.translation import ngettext
 
 from approvals.cap_notices import near_cap
 from approvals.models import QuotaRequest
+from common.amounts import unit_label
 from common.choices import choice_labels
+from common.palette import team_colour, team_colours
 from common.sections import jinja_section
 from overview.charts import team_usage_figure
 from overview.dashboard import active_temporary_grants, open_suggestions, team_requests
 from overview.selectors import allocations_now, amount_cell, team_usage_series
-from quotas.models import TeamMembership, TeamNamespace
+from quotas.models import Team, TeamMembership, TeamNamespace
 from quotas.roles import sees_everything
 from quotas.selectors import team_scope
 from usage.models import Suggestion
@@ -55,9 +58,11 @@ _POINT_ROW = (
 )
 
 
-def _charts_by_team(team_ids: list[int]) -> dict[int, list[dict]]:
+def _charts_by_team(team_ids: list[int], slugs: dict[int, str]) -> dict[int, list[dict]]:
+    """Per team (``slugs``: id to slug), its charts, each team in its colour of every page."""
     today = timezone.localdate()
     labels = _chart_labels()
+    colours = team_colours(Team.objects.values_list("slug", flat=True))
     charts: dict[int, list[dict]] = {}
     for series in team_usage_series(
         team_ids=team_ids, start=today - timedelta(days=CHART_DAYS - 1), end=today
@@ -88,7 +93,12 @@ def _charts_by_team(team_ids: list[int]) -> dict[int, list[dict]]:
                         )
                     ),
                 ),
-                "figure": team_usage_figure(series, title=title, labels=labels),
+                "figure": team_usage_figure(
+                    replace(series, unit=unit_label(series.unit)),
+                    title=title,
+                    labels=labels,
+                    colour=team_colour(colours, slugs.get(series.team_id)),
+                ),
             }
         )
     return charts
@@ -240,7 +250,7 @@ def _home_context(request: HttpRequest) -> dict:
     # The rule request_create applies (may_request_for), for every team of the page at once.
     led = set(ids) if scope.requestable_ids is None else scope.requestable_ids
     allocations = _allocation_rows(ids)
-    charts = _charts_by_team(ids)
+    charts = _charts_by_team(ids, {team["id"]: team["slug"] for team in teams})
     requests = team_requests(team_ids=ids)
     grants = active_temporary_grants(team_ids=ids)
     suggestions = open_suggestions(team_ids=ids)

@@ -1,10 +1,12 @@
 """Reads of sync state for the UI: per cluster, the last run, pending and failed syncs, drift."""
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db.models import Count, JSONField, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_noop
 
 from quotas.models import Cluster, DriftEvent, SyncRequest, SyncRun
 
@@ -132,7 +134,7 @@ def recent_drift(*, cluster_ids: list[int] | None = None, limit: int = 20) -> li
 def open_sync_requests(*, cluster_ids: list[int], limit: int = 20) -> list[SyncRequest]:
     """Syncs of the clusters still pending or failed (the reconciler retries those), newest
     first."""
-    return list(
+    syncs = list(
         SyncRequest.objects.filter(
             cluster_id__in=cluster_ids,
             status__in=(SyncRequest.Status.PENDING, SyncRequest.Status.FAILED),
@@ -140,3 +142,44 @@ def open_sync_requests(*, cluster_ids: list[int], limit: int = 20) -> list[SyncR
         .select_related("cluster")
         .order_by("-created_at", "-id")[:limit]
     )
+    for sync in syncs:
+        sync.reason_text = sync_reason_text(sync.reason)  # in the reader's language
+    return syncs
+
+
+# The reasons the portal writes on a sync (quotas.services, quotas.teams, quotas.clusters,
+# approvals), stored in English for the log; shown in the reader's language by these patterns.
+_SYNC_REASONS = [
+    (re.compile(r"request #(?P<id>\d+)"), gettext_noop("request #%(id)s")),
+    (re.compile(r"request #(?P<id>\d+) expired"), gettext_noop("request #%(id)s expired")),
+    (
+        re.compile(r"temporary request #(?P<id>\d+) ended"),
+        gettext_noop("temporary request #%(id)s ended"),
+    ),
+    (re.compile(r"team (?P<name>\S+) changed"), gettext_noop("team %(name)s changed")),
+    (re.compile(r"namespace (?P<name>\S+) changed"), gettext_noop("namespace %(name)s changed")),
+    (re.compile(r"namespace (?P<name>\S+) removed"), gettext_noop("namespace %(name)s removed")),
+    (re.compile(r"capacity of (?P<name>\S+)"), gettext_noop("capacity of %(name)s")),
+    (
+        re.compile(r"capacity of (?P<name>\S+) removed"),
+        gettext_noop("capacity of %(name)s removed"),
+    ),
+    (re.compile(r"priority class (?P<name>\S+)"), gettext_noop("priority class %(name)s")),
+    (
+        re.compile(r"priority class (?P<name>\S+) removed"),
+        gettext_noop("priority class %(name)s removed"),
+    ),
+    (re.compile(r"cluster (?P<name>\S+) settings"), gettext_noop("cluster %(name)s settings")),
+    (re.compile(r"resource (?P<name>\S+) changed"), gettext_noop("resource %(name)s changed")),
+    (re.compile(r"sync mode (?P<name>\S+)"), gettext_noop("sync mode %(name)s")),
+    (re.compile(r"sync now"), gettext_noop("sync now")),
+]
+
+
+def sync_reason_text(reason: str) -> str:
+    """A sync's stored reason in the active language (a reason of no known shape as stored)."""
+    for pattern, msgid in _SYNC_REASONS:
+        match = pattern.fullmatch(reason)
+        if match:
+            return gettext(msgid) % match.groupdict()
+    return reason
