@@ -31,12 +31,13 @@ pytestmark = pytest.mark.django_db
 # the requester; approved → applying → applied | failed; failed retries; temporary grants →
 # active → expired. Plus: an approved grant waiting for its start may be withdrawn by its
 # requester or revoked by an admin (it never applied anything), and it fails without applying
-# anything when it no longer holds at its start.
+# anything when it no longer holds at its start. An approved extension of a running grant
+# moves the grant's end and is applied at once (it writes nothing to a cluster).
 EXPECTED: dict[str, set[str]] = {
     "draft": {"submitted", "withdrawn"},
     "submitted": {"approved", "rejected", "changes_requested", "withdrawn"},
     "changes_requested": {"submitted", "withdrawn"},
-    "approved": {"applying", "failed", "withdrawn", "revoked"},
+    "approved": {"applying", "applied", "failed", "withdrawn", "revoked"},
     "applying": {"applied", "failed", "active"},
     "failed": {"applying", "applied", "active"},  # retried; a retry that succeeds moves on
     "active": {"expired"},
