@@ -6,6 +6,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
+from django.utils.translation import gettext as _
 
 from approvals.access import restrict
 from approvals.models import Approval, QuotaRequest, RequestLine
@@ -215,6 +216,15 @@ def request_timeline(request: QuotaRequest) -> QuerySet[AuditEvent]:
     return AuditEvent.objects.filter(
         target_type="QuotaRequest", target_id=str(request.pk)
     ).order_by("seq")
+
+
+def request_target_words(ids: list[int]) -> dict[int, dict[str, str]]:
+    """How the audit log names requests: "request #2 of team-a" (quotas.audit.targets)."""
+    rows = QuotaRequest.objects.filter(pk__in=ids).values_list("pk", "team__slug")
+    return {
+        pk: {"text": _("request #%(id)s of %(team)s") % {"id": pk, "team": team}, "team": team}
+        for pk, team in rows
+    }
 
 
 def request_syncs(request: QuotaRequest) -> list[SyncRequest]:
