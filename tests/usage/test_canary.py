@@ -11,6 +11,7 @@ from quotas.models import Cluster, ClusterCapacity, Resource, TeamNamespace
 from quotas.services import allocation_set
 from tests.support.usage import rollup
 from usage.canary import canary_metrics
+from usage.suggestions import suggestions_compute
 
 pytestmark = pytest.mark.django_db
 JUNE = date(2025, 6, 1)
@@ -79,3 +80,12 @@ def test_a_gpu_cluster_keeps_its_gpu_hours(client, alloc_a, gpu, lead_a):
     client.force_login(lead_a)
     html = client.get("/usage/?cluster=demo&start=2025-06-01&end=2025-06-02").content.decode()
     assert '<th class="num">GPU-hours</th>' in html and "slice-hours" not in html
+
+
+def test_a_mig_suggestion_names_its_figures_in_slices(client, mig_cluster, admin):
+    suggestions_compute(cluster=mig_cluster, month=JUNE, today=date(2025, 7, 1))
+    client.force_login(admin)
+    html = client.get("/suggestions/?cluster=demo-mig").content.decode()
+    assert 'data-testid="suggestion-' in html
+    assert "<dt>slice-hours</dt>" in html and "<dt>idle guaranteed slice-hours</dt>" in html
+    assert "GPU-hours" not in html and "GPU utilization" not in html
