@@ -45,6 +45,12 @@ DEFAULT_SCHEDULES: list[DefaultSchedule] = [
         description="Read every cluster's pods and queues (and its Prometheus) into usage samples.",
     ),
     DefaultSchedule(
+        name="notify near cap",
+        task="approvals.notify_near_cap",
+        every_seconds=settings.USAGE_COLLECT_SECONDS,
+        description="Tell a team (dashboard, e-mail, webhook) when an allocation nears its cap.",
+    ),
+    DefaultSchedule(
         name="roll up usage",
         task="quotas.rollup_usage",
         every_seconds=settings.USAGE_ROLLUP_SECONDS,

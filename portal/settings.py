@@ -321,6 +321,10 @@ USAGE_ROLLUP_SECONDS = env.int("USAGE_ROLLUP_SECONDS", default=3600)
 USAGE_RETENTION_DAYS = env.int("USAGE_RETENTION_DAYS", default=400)
 # Longest time one sample may stand for in GPU-hours (a gap in collection counts no longer).
 USAGE_SAMPLE_MAX_GAP_SECONDS = env.int("USAGE_SAMPLE_MAX_GAP_SECONDS", default=3600)
+# Share of its cap an allocation's newest reading may reach before its team is told (dashboard
+# notice, e-mail to its leads, webhook team.near_cap); told again after it fell below this
+# share minus 0.1. 0 switches the notices off.
+CAP_NOTICE_SHARE = env.float("CAP_NOTICE_SHARE", default=0.9)
 # Seconds one request to a cluster's Prometheus may take.
 PROMETHEUS_TIMEOUT = env.float("PROMETHEUS_TIMEOUT", default=30.0)
 

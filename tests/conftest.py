@@ -11,6 +11,7 @@ from kubernetes import client as k8s
 
 from approvals.models import ApprovalPolicy
 from kubesandbox import SandboxServer
+from portal.celery import app
 from quotas.models import Cluster, ClusterCapacity, Resource, Team, TeamMembership, TeamNamespace
 from quotas.roles import AUDITORS, PLATFORM_ADMINS
 from quotas.services import allocation_set
@@ -192,3 +193,14 @@ def kube_client(kube_sandbox: SandboxServer) -> Iterator[k8s.ApiClient]:
         yield api_client
     finally:
         api_client.close()
+
+
+@pytest.fixture
+def eager():
+    """Celery tasks run inline at .delay() (what on_commit queued is done at the commit)."""
+    previous = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    try:
+        yield
+    finally:
+        app.conf.task_always_eager = previous

@@ -2,15 +2,20 @@
 as the API. (The suggestions page, where suggestions become requests, is
 approvals.views.suggestions.)"""
 
+import itertools
 from collections import defaultdict
 from datetime import date, timedelta
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET
 
+from common.csvstream import csv_download
 from common.dates import parse_day
 from common.errors import ValidationFailed
 from quotas.models import AllocationVersion, Cluster, Resource
@@ -93,6 +98,70 @@ def _canary_blocks(user, cluster: Cluster, p: dict) -> list[dict]:
     return blocks
 
 
+# The export's columns: the rollup's own names (as the API's daily usage), one row a day of a
+# namespace and resource.
+EXPORT_COLUMNS = (
+    "day",
+    "cluster",
+    "team",
+    "namespace",
+    "workload_class",
+    "resource",
+    "source",
+    "samples",
+    "peak",
+    "p95",
+    "mean",
+    "utilization_mean",
+    "memory_used_mean_mib",
+    "gpu_hours",
+    "borrowed_gpu_hours",
+    "idle_guaranteed_gpu_hours",
+    "guarantee",
+    "pending_peak",
+    "pending_wait_seconds",
+    "pending_wait_mean_seconds",
+    "evictions",
+)
+
+
+def _visible_days(user, p: dict) -> list:
+    """The cluster's daily rollups in the period, of the teams the user may see (and of the
+    one team asked for)."""
+    if p["cluster"] is None:
+        return []
+    visible = set(teams_visible_to(user).values_list("slug", flat=True))
+    return [
+        d
+        for d in usage_daily_for(cluster=p["cluster"], start=p["start"], end=p["end"])
+        if d.team in visible and (p["team"] is None or d.team == p["team"].slug)
+    ]
+
+
+def _export_cell(value) -> str:
+    return "" if value is None else str(value)
+
+
+@require_GET
+@login_required
+def usage_export_csv(request: HttpRequest) -> HttpResponse:
+    """GET /usage/export.csv?cluster=&team=&start=&end=: the page's daily rollups as CSV, with
+    the page's filters and the same teams; a bad filter is a 400 naming it."""
+    try:
+        p = _usage_params(request.user, request.GET)
+    except ValidationFailed as exc:
+        return HttpResponseBadRequest(exc.message, content_type="text/plain; charset=utf-8")
+    days = _visible_days(request.user, p)
+    name = p["cluster"].name if p["cluster"] else "none"
+    if p["team"]:
+        name += f"-{p['team'].slug}"
+    rows = ([_export_cell(getattr(d, column)) for column in EXPORT_COLUMNS] for d in days)
+    return csv_download(
+        itertools.chain([EXPORT_COLUMNS], rows),
+        filename=f"usage-{name}-{p['start']:%Y%m%d}-{p['end']:%Y%m%d}.csv",
+    )
+
+
 @login_required
 def usage_page(request: HttpRequest) -> HttpResponse:
     user = request.user
@@ -108,12 +177,7 @@ def usage_page(request: HttpRequest) -> HttpResponse:
     canary, charts, truncated = [], [], False
     if cluster is not None:
         canary = _canary_blocks(user, cluster, p)
-        visible = set(teams_visible_to(user).values_list("slug", flat=True))
-        days = [
-            d
-            for d in usage_daily_for(cluster=cluster, start=p["start"], end=p["end"])
-            if d.team in visible and (p["team"] is None or d.team == p["team"].slug)
-        ]
+        days = _visible_days(user, p)
         by_pair = defaultdict(list)
         for d in days:
             by_pair[(d.team_namespace_id, d.resource_id)].append(d)
@@ -158,4 +222,5 @@ def usage_page(request: HttpRequest) -> HttpResponse:
         ],
         "truncated": truncated,
     }
+    context["export_url"] = reverse("usage-export") + "?" + urlencode(context["selected"])
     return render(request, "usage/usage.html", context)

@@ -25,6 +25,8 @@ EVENTS: frozenset[str] = frozenset(
         "request.expired",
         "request.withdrawn",
         "request.revoked",
+        # Not of a request: an allocation's newest reading reached CAP_NOTICE_SHARE of its cap.
+        "team.near_cap",
     }
 )
 # payload["status"] of a request.decided notification.

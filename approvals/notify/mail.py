@@ -67,8 +67,17 @@ _LINE_STAGES = {
 }
 
 
+# The values of a team.near_cap notification its subject names.
+_NEAR_CAP_FIELDS = ("team", "used", "cap", "resource", "namespace", "cluster")
+
+
 def _what_happened(event: str, payload: dict) -> str:
     """``request #12 approved (team-a)``, with the parts the payload has."""
+    if event == "team.near_cap":
+        return _(
+            "%(team)s near its cap: %(used)s of %(cap)s %(resource)s in %(namespace)s on "
+            "%(cluster)s"
+        ) % {k: safe_text(payload.get(k, "")) for k in _NEAR_CAP_FIELDS}
     if event == "request.decided":
         status = str(payload.get("status", "decided"))
         verb = gettext(_DECISION_VERBS[status]) if status in _DECISION_VERBS else status
@@ -102,7 +111,16 @@ def email_body(event: str, payload: dict) -> str:
     ("> "), without control or bidirectional characters, so no text of theirs can pass for the
     portal's own (a link, a signature)."""
     parts = [_("%(what)s.") % {"what": capfirst(_what_happened(event, payload))}]
-    if payload.get("url"):
+    if event == "team.near_cap":
+        parts.append(
+            _(
+                "Pods that would take it beyond the cap wait as pending. If the team needs "
+                "more, ask for it on the portal."
+            )
+        )
+        if payload.get("url"):
+            parts.append(_("Open the team's dashboard: %(url)s") % {"url": payload["url"]})
+    elif payload.get("url"):
         parts.append(_("Open the request: %(url)s") % {"url": payload["url"]})
     lines = payload.get("lines") or []
     if lines:

@@ -19,6 +19,7 @@ from django.utils.timesince import timeuntil
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from approvals.cap_notices import near_cap
 from approvals.models import QuotaRequest
 from common.choices import choice_labels
 from common.sections import jinja_section
@@ -117,6 +118,7 @@ def _allocation_rows(team_ids: list[int]) -> dict[int, list[dict]]:
                 "used_day": now.used_day.isoformat() if now.used_day else "",
                 "borrowed": amount_cell(now.borrowed),
                 "borrowing": bool(now.borrowed),
+                "near_cap": near_cap(now.used, a["cap"]),
             }
         )
     return out

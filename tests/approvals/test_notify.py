@@ -78,16 +78,6 @@ def webhooks(settings, receiver):
 
 
 @pytest.fixture
-def eager():
-    previous = app.conf.task_always_eager
-    app.conf.task_always_eager = True
-    try:
-        yield
-    finally:
-        app.conf.task_always_eager = previous
-
-
-@pytest.fixture
 def fast_retries(monkeypatch):
     monkeypatch.setattr(notify_module, "BACKOFF_BASE", 0)  # retried at once
 
@@ -121,7 +111,7 @@ def test_payload_that_is_not_json_is_refused_in_the_caller():
         notify(event="request.submitted", payload={"x": object()}, recipients=[])
 
 
-def test_events_are_the_eight_request_events():
+def test_events_are_the_eight_request_events_and_the_cap_notice():
     assert {
         "request.submitted",
         "request.decided",
@@ -131,6 +121,7 @@ def test_events_are_the_eight_request_events():
         "request.expired",
         "request.withdrawn",
         "request.revoked",
+        "team.near_cap",
     } == EVENTS
 
 

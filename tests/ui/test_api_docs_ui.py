@@ -23,6 +23,11 @@ def test_the_docs_page_renders_every_operation_without_a_csp_violation(
     origins = set()
     page.on("request", lambda r: origins.add(urlparse(r.url).netloc))
 
+    # Found from the portal itself: the main navigation and the tokens page link to it.
+    page.goto("/tokens/")
+    expect(page.get_by_test_id("tokens-api-docs")).to_have_attribute("href", "/api/docs/")
+    page.get_by_test_id("nav-api-docs").click()
+    expect(page).to_have_url(f"{live_server.url}/api/docs/")
     response = page.goto("/api/docs/")
     assert response.headers["content-security-policy"].startswith("default-src 'self'")
     expect(page.locator(".swagger-ui .info .title")).to_contain_text("GPU quota portal API")
