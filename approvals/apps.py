@@ -11,8 +11,9 @@ class ApprovalsConfig(AppConfig):
 
         from approvals.models import QuotaRequest, RequestComment
         from approvals.receivers import follow_finished_sync
+        from approvals.selectors import request_target_words
         from quotas.audit.chain import AuditCoverage, audit_coverage, audit_team_targets
-        from quotas.audit.views import audit_target_pages
+        from quotas.audit.targets import audit_target_pages, audit_target_words
         from quotas.signals import sync_finished
 
         sync_finished.connect(follow_finished_sync, dispatch_uid="approvals.follow_finished_sync")
@@ -20,8 +21,11 @@ class ApprovalsConfig(AppConfig):
         audit_team_targets(
             QuotaRequest.__name__, lambda team_id: QuotaRequest.objects.filter(team_id=team_id)
         )
-        # The audit log links a request's events to the request's page.
-        audit_target_pages(QuotaRequest.__name__, lambda pk: reverse("requests-detail", args=[pk]))
+        # The audit log names a request in words and links its events to the request's page.
+        audit_target_words(QuotaRequest.__name__, request_target_words)
+        audit_target_pages(
+            QuotaRequest.__name__, lambda pk, facts: reverse("requests-detail", args=[pk])
+        )
         # verify_audit_chain holds the log against the requests: each has the event of its
         # creation (lifecycle) and the one of the move into its status (transitions.transition).
         statuses = tuple(QuotaRequest.Status.values)

@@ -16,6 +16,7 @@ from django.db.models import (
     Sum,
 )
 from django.db.models.functions import Coalesce
+from django.utils.translation import gettext as _
 
 from approvals.access import restrict
 from approvals.models import Approval, QuotaRequest, RequestLine
@@ -230,6 +231,15 @@ def request_timeline(request: QuotaRequest) -> QuerySet[AuditEvent]:
         .exclude(action="request.comment")
         .order_by("seq")
     )
+
+
+def request_target_words(ids: list[int]) -> dict[int, dict[str, str]]:
+    """How the audit log names requests: "request #2 of team-a" (quotas.audit.targets)."""
+    rows = QuotaRequest.objects.filter(pk__in=ids).values_list("pk", "team__slug")
+    return {
+        pk: {"text": _("request #%(id)s of %(team)s") % {"id": pk, "team": team}, "team": team}
+        for pk, team in rows
+    }
 
 
 def request_syncs(request: QuotaRequest) -> list[SyncRequest]:

@@ -34,6 +34,16 @@ def format_amount(value: Decimal | int | None) -> str | None:
     return format(d.normalize(), "f")
 
 
+# A decimal amount inside a text ("2.000/4.000"), not part of a name or version ("v1.2.3").
+_AMOUNT_IN_TEXT = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.])")
+
+
+def amounts_as_written(text: str) -> str:
+    """A text written elsewhere (an audit event's stored target, a payload's value) with its
+    decimal amounts as format_amount writes them: "2.000/4.000" -> "2/4"."""
+    return _AMOUNT_IN_TEXT.sub(lambda m: format_amount(Decimal(m.group(0))), text)
+
+
 @register.filter(name="amount")
 def amount_filter(value: Decimal | int | None) -> str:
     """``{{ value|amount }}``; no amount shows as "" (``|amount|default:"none"``)."""

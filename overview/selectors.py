@@ -372,6 +372,17 @@ class SummaryRow:
     team: Team | None  # None for the other teams' aggregate and for the total
     cells: list[Amounts | None]  # one per column (cluster × resource)
     totals: list[Amounts | None]  # one per resource, over every cluster
+    # What a phone shows before each cell when the rows stack: its column, "cluster · resource".
+    cell_labels: list[str] = field(default_factory=list)
+    total_labels: list[str] = field(default_factory=list)
+
+    @property
+    def labelled_cells(self) -> list[tuple[Amounts | None, str]]:
+        return list(zip(self.cells, self.cell_labels, strict=True))
+
+    @property
+    def labelled_totals(self) -> list[tuple[Amounts | None, str]]:
+        return list(zip(self.totals, self.total_labels, strict=True))
 
 
 @dataclass
@@ -390,6 +401,14 @@ class PlanSummary:
         return 1 + len(self.columns) + len(self.resources)
 
     @property
+    def labelled_capacities(self) -> list[tuple[Decimal | None, str]]:
+        return list(zip(self.capacities, self.total.cell_labels, strict=True))
+
+    @property
+    def labelled_capacity_totals(self) -> list[tuple[Decimal | None, str]]:
+        return list(zip(self.capacity_totals, self.total.total_labels, strict=True))
+
+    @property
     def clusters(self) -> list[tuple[str, int]]:
         """Each cluster with the number of its columns, in column order (for the header)."""
         spans: dict[str, int] = {}
@@ -403,7 +422,12 @@ def _add(a: Amounts | None, g: Decimal, c: Decimal) -> Amounts:
 
 
 def _summary_row(
-    label: str, team: Team | None, sums: dict[tuple[str, str], Amounts], columns, resources
+    label: str,
+    team: Team | None,
+    sums: dict[tuple[str, str], Amounts],
+    columns,
+    resources,
+    all_clusters_label: str,
 ) -> SummaryRow:
     totals: dict[str, Amounts] = {}
     for (_, resource), amounts in sums.items():
@@ -413,10 +437,14 @@ def _summary_row(
         team=team,
         cells=[sums.get(col) for col in columns],
         totals=[totals.get(r) for r in resources],
+        cell_labels=[f"{cluster} · {resource}" for cluster, resource in columns],
+        total_labels=[f"{all_clusters_label} · {resource}" for resource in resources],
     )
 
 
-def plan_summary(*, user: AnyUser, others_label: str, total_label: str) -> PlanSummary:
+def plan_summary(
+    *, user: AnyUser, others_label: str, total_label: str, all_clusters_label: str = "all"
+) -> PlanSummary:
     """One row per team the user may see with its guarantee and cap on every cluster and
     resource, and its totals per resource; then (for a lead or member) one row of every other
     team together, and the total. Three queries, plus the user's teams."""
@@ -442,11 +470,14 @@ def plan_summary(*, user: AnyUser, others_label: str, total_label: str) -> PlanS
     columns = sorted(set(capacities) | set(everything))
     resources = sorted({r for _, r in columns})
     summary_rows = [
-        _summary_row(t.slug, t, per_team.get(t.pk, {}), columns, resources) for t in teams
+        _summary_row(t.slug, t, per_team.get(t.pk, {}), columns, resources, all_clusters_label)
+        for t in teams
     ]
     others = None
     if None in per_team:
-        others = _summary_row(others_label, None, per_team[None], columns, resources)
+        others = _summary_row(
+            others_label, None, per_team[None], columns, resources, all_clusters_label
+        )
     capacity_totals: dict[str, Decimal] = {}
     for (_, resource), capacity in capacities.items():
         capacity_totals[resource] = capacity_totals.get(resource, Decimal(0)) + capacity
@@ -457,5 +488,5 @@ def plan_summary(*, user: AnyUser, others_label: str, total_label: str) -> PlanS
         capacity_totals=[capacity_totals.get(r) for r in resources],
         rows=summary_rows,
         others=others,
-        total=_summary_row(total_label, None, everything, columns, resources),
+        total=_summary_row(total_label, None, everything, columns, resources, all_clusters_label),
     )

@@ -1,6 +1,6 @@
 """The seed's canary metrics per team of a cluster over a period, from the daily rollups: mean
-GPU utilization, queue wait, evicted tasks and borrowing between teams; plus the daily series
-the usage charts draw."""
+GPU utilization (weighted by GPU-hours: a team that used a hundred GPUs for a day weighs a
+hundred times one that used one), queue wait, evicted tasks and borrowing between teams."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from django.db.models import Avg, Count, F, Max, Q, Sum
 from django.utils.translation import gettext as _
 
 from common.errors import ValidationFailed
-from quotas.models import Cluster, Team
+from quotas.models import Cluster, Resource, Team
 from quotas.roles import AnyUser
 from quotas.selectors import teams_visible_to
 from usage.models import UsageDaily
@@ -59,10 +59,17 @@ def _q(value, places: str) -> Decimal | None:
 
 
 def canary_metrics(
-    *, user: AnyUser, cluster: Cluster, start: date, end: date, team: Team | None = None
+    *,
+    user: AnyUser,
+    cluster: Cluster,
+    start: date,
+    end: date,
+    team: Team | None = None,
+    resource: Resource | None = None,
 ) -> list[CanaryRow]:
     """One row per visible team with usage on the cluster in [start, end], then the total
-    (team ""). One grouped query over the rollups."""
+    (team ""); of one resource when given (hours of different resources do not add up). One
+    grouped query over the rollups."""
     canary_period_check(start, end)
     days = UsageDaily.objects.filter(
         team_namespace__cluster=cluster,
@@ -72,14 +79,17 @@ def canary_metrics(
     )
     if team is not None:
         days = days.filter(team_namespace__team=team)
-    measured = Q(utilization_mean__isnull=False)
+    if resource is not None:
+        days = days.filter(resource=resource)
+    # Utilization is of the GPUs in use: each day's mean counts by the GPU-hours it covers.
+    measured = Q(utilization_mean__isnull=False, gpu_hours__gt=0)
     figures = {
         "n_days": Count("day", distinct=True),
-        "gpu_hours": Sum("gpu_hours"),
+        "hours": Sum("gpu_hours"),
         "borrowed": Sum("borrowed_gpu_hours"),
         "idle": Sum("idle_guaranteed_gpu_hours"),
-        "util_weighted": Sum(F("utilization_mean") * F("samples"), filter=measured),
-        "util_samples": Sum("samples", filter=measured),
+        "util_weighted": Sum(F("utilization_mean") * F("gpu_hours"), filter=measured),
+        "util_hours": Sum("gpu_hours", filter=measured),
         "wait_mean": Avg("pending_wait_mean_seconds"),
         "wait_max": Max("pending_wait_seconds"),
         "evictions": Sum("evictions"),
@@ -98,12 +108,12 @@ def canary_metrics(
 
 def _row(team: str, r: dict) -> CanaryRow:
     util = None
-    if r["util_samples"]:
-        util = _q(Decimal(r["util_weighted"]) / Decimal(r["util_samples"]), "0.1")
+    if r["util_hours"]:
+        util = _q(Decimal(r["util_weighted"]) / Decimal(r["util_hours"]), "0.1")
     return CanaryRow(
         team=team,
         days=r["n_days"],
-        gpu_hours=_q(r["gpu_hours"] or 0, "0.1"),
+        gpu_hours=_q(r["hours"] or 0, "0.1"),
         borrowed_gpu_hours=_q(r["borrowed"] or 0, "0.1"),
         idle_guaranteed_gpu_hours=_q(r["idle"] or 0, "0.1"),
         utilization_mean=util,

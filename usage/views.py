@@ -19,11 +19,13 @@ from common.csvstream import csv_download
 from common.dates import parse_day
 from common.errors import ValidationFailed
 from common.palette import team_colour, team_colours
-from quotas.models import AllocationVersion, Cluster, Team
+from quotas.models import AllocationVersion, Cluster, Resource, Team
 from quotas.selectors import teams_visible_to
 from usage.canary import canary_metrics, canary_period_check
 from usage.charts import AllocationStep, usage_figures
+from usage.models import UsageDaily
 from usage.selectors import usage_daily_for
+from usage.units import hour_labels
 
 MAX_CHARTED = 40
 
@@ -73,6 +75,28 @@ def _steps(pairs: set[tuple[int, int]]) -> dict[tuple[int, int], list[Allocation
         when: date = timezone.localtime(changed).date()
         steps[(ns_id, res_id)].append(AllocationStep(when, guarantee, cap))
     return steps
+
+
+def _canary_blocks(user, cluster: Cluster, p: dict) -> list[dict]:
+    """The canary metrics of each resource used on the cluster in the period, labelled by what
+    its hours count (GPU-hours, slice-hours): hours of different resources never add up."""
+    used = UsageDaily.objects.filter(
+        team_namespace__cluster=cluster, day__gte=p["start"], day__lte=p["end"]
+    ).values("resource_id")
+    blocks = []
+    for resource in Resource.objects.filter(pk__in=used).order_by("name"):
+        rows = canary_metrics(
+            user=user,
+            cluster=cluster,
+            team=p["team"],
+            start=p["start"],
+            end=p["end"],
+            resource=resource,
+        )
+        if rows:
+            labels = hour_labels(kind=resource.kind, unit=resource.unit)
+            blocks.append({"resource": resource, "labels": labels, "rows": rows})
+    return blocks
 
 
 # The export's columns: the rollup's own names (as the API's daily usage), one row a day of a
@@ -153,15 +177,16 @@ def usage_page(request: HttpRequest) -> HttpResponse:
     cluster = p["cluster"]
     canary, charts, truncated = [], [], False
     if cluster is not None:
-        canary = canary_metrics(
-            user=user, cluster=cluster, team=p["team"], start=p["start"], end=p["end"]
-        )
+        canary = _canary_blocks(user, cluster, p)
         days = _visible_days(user, p)
         by_pair = defaultdict(list)
         for d in days:
             by_pair[(d.team_namespace_id, d.resource_id)].append(d)
         steps = _steps(set(by_pair))
         colours = team_colours(Team.objects.values_list("slug", flat=True))
+        units = dict(
+            Resource.objects.filter(pk__in={r for _, r in by_pair}).values_list("pk", "unit")
+        )
         pairs = list(by_pair.items())
         truncated = len(pairs) > MAX_CHARTED
         for pair, rows in pairs[:MAX_CHARTED]:
@@ -171,7 +196,7 @@ def usage_page(request: HttpRequest) -> HttpResponse:
                     "title": f"{first.namespace} {first.resource}",
                     "figures": usage_figures(
                         title=first.namespace,
-                        unit="GPU" if "gpu" in first.resource else first.resource,
+                        unit=units.get(first.resource_id, first.resource),
                         days=rows,
                         steps=steps.get(pair, []),
                         colour=team_colour(colours, first.team),

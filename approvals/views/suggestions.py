@@ -36,6 +36,7 @@ from usage.suggest import (
     FLAG_THIN,
 )
 from usage.suggestion_selectors import suggestions_list, suggestions_visible_to
+from usage.units import hour_labels
 
 
 @login_required
@@ -105,9 +106,29 @@ FIGURE_LABELS = [
 ]
 
 
+def _hour_figure_labels(resource) -> dict[str, str]:
+    """The hour and utilization figures of a resource that is not a whole GPU, by what they
+    count (slice-hours of a MIG slice); a GPU's keep FIGURE_LABELS."""
+    if resource.kind == "gpu":
+        return {}
+    words = hour_labels(kind=resource.kind, unit=resource.unit)
+
+    def lower_first(text: str) -> str:
+        return text[:1].lower() + text[1:]
+
+    return {
+        "utilization_mean": lower_first(words.utilization) + " %",
+        "gpu_hours": words.hours,
+        "borrowed_gpu_hours": lower_first(words.borrowed),
+        "idle_guaranteed_gpu_hours": lower_first(words.idle),
+    }
+
+
 def _figure_rows(s) -> list[tuple[str, str]]:
     out = []
+    by_unit = _hour_figure_labels(s.resource)
     for key, label in FIGURE_LABELS:
+        label = by_unit.get(key, label)
         value = s.figures.get(key)
         if value is None:
             continue

@@ -162,7 +162,12 @@ def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
 
 @login_required
 def summary(request: HttpRequest) -> HttpResponse:
-    table = plan_summary(user=request.user, others_label=_("Other teams"), total_label=_("Total"))
+    table = plan_summary(
+        user=request.user,
+        others_label=_("Other teams"),
+        total_label=_("Total"),
+        all_clusters_label=_("All clusters"),
+    )
     return render(
         request,
         "overview/summary.html",

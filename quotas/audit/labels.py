@@ -3,6 +3,8 @@
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from common.amounts import amounts_as_written
+
 ACTION_LABELS = {
     "request.draft": _("Draft saved"),
     "request.submitted": _("Submitted"),
@@ -84,7 +86,7 @@ def _value_text(value) -> str:
     elif isinstance(value, dict):
         text = "{…}"
     else:
-        text = str(value)
+        text = amounts_as_written(str(value))
     return text if len(text) <= SUMMARY_TEXT else text[: SUMMARY_TEXT - 1] + "…"
 
 

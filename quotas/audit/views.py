@@ -3,7 +3,6 @@ and its CSV export (/audit/export.csv, in chain order). Both read the same filte
 same FilterSet as GET /api/v1/audit-events/ (actor, team, action, since, until, ...)."""
 
 import csv
-from collections.abc import Callable
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
@@ -23,8 +22,9 @@ from django.views.decorators.http import require_GET
 
 from quotas.audit.chain import audit_csv_rows, audit_events_filtered
 from quotas.audit.labels import ACTION_LABELS, audit_change_summary
+from quotas.audit.targets import audit_targets
 from quotas.filtersets import AuditEventFilterSet
-from quotas.models import AuditEvent, Team
+from quotas.models import Team
 from quotas.roles import sees_everything
 
 EVENTS_PER_PAGE = 25
@@ -69,22 +69,6 @@ def audit_export_csv(request: HttpRequest) -> HttpResponse:
     return response
 
 
-# target type -> the page of one target (given its id), for targets of the apps built on quotas
-# (a request's page): registered by those apps when they load.
-_TARGET_PAGES: dict[str, Callable[[int], str]] = {}
-
-
-def audit_target_pages(target_type: str, page: Callable[[int], str]) -> None:
-    _TARGET_PAGES[target_type] = page
-
-
-def _target_link(event: AuditEvent) -> str:
-    page = _TARGET_PAGES.get(event.target_type)
-    if page is None or not event.target_id.isdigit():
-        return ""
-    return page(int(event.target_id))
-
-
 @require_GET
 @login_required
 def audit_log(request: HttpRequest) -> HttpResponse:
@@ -105,13 +89,15 @@ def _audit_log_context(request: HttpRequest) -> tuple[dict, int]:
         page = Paginator(filters.qs.order_by("-seq"), EVENTS_PER_PAGE).get_page(
             request.GET.get("page")
         )
+        events = list(page)
+        targets = audit_targets(events)
         rows = [
             {
                 "event": event,
-                "link": _target_link(event),
+                "target": targets[event.seq],
                 "changes": audit_change_summary(event.before, event.after),
             }
-            for event in page
+            for event in events
         ]
     actions = sorted(ACTION_LABELS)
     if selected["action"] and selected["action"] not in ACTION_LABELS:

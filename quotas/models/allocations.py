@@ -6,6 +6,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
+from common.amounts import format_amount
 from quotas.models.fields import ZERO, amount_field
 
 
@@ -91,7 +92,8 @@ class Allocation(AllocationValues):
         ]
 
     def __str__(self) -> str:
-        return f"{self.team_namespace} {self.resource}: {self.guarantee:f}/{self.cap:f}"
+        guarantee, cap = format_amount(self.guarantee), format_amount(self.cap)
+        return f"{self.team_namespace} {self.resource}: {guarantee}/{cap}"
 
     def clean(self) -> None:
         super().clean()

@@ -189,3 +189,42 @@ def test_the_api_filters_by_team_as_the_page(client, people):
     assert [e["seq"] for e in api["results"]] == seqs(page)
     bad = client.get("/api/v1/audit-events/", {"team": "nope"})
     assert bad.status_code == 400 and bad.json()["extra"]["field"] == "team"
+
+
+def _row(page: str, seq: int) -> str:
+    return page.split(f'data-testid="event-{seq}"', 1)[1].split("</tr>", 1)[0]
+
+
+def test_targets_read_in_words_with_a_link(client, people, world):
+    request = QuotaRequest.objects.filter(team=world["teams"][0]).order_by("pk").first()
+    event = AuditEvent.objects.filter(target_type="QuotaRequest", target_id=str(request.pk))[0]
+    page = get(client, people["admin"], {"team": "t0", "action": event.action})
+    row = _row(page, event.seq)
+    # Not "request #1 (3, submitted)" with the team's id, nor the model's name.
+    assert f'<a href="/requests/{request.pk}/">request #{request.pk} of t0</a>' in row
+    assert "quota request" in row and "QuotaRequest" not in row and "(" not in row.split("</a>")[0]
+    allocation = AuditEvent.objects.filter(target_type="Allocation").order_by("-seq")[0]
+    row = _row(get(client, people["admin"], {"action": "allocation.changed"}), allocation.seq)
+    assert "nvidia.com/gpu of t1-c0 on c0" in row and "allocation" in row
+
+
+def test_amounts_read_as_on_every_other_page(client, people, world, admin):
+    class Legacy:  # what an allocation's event kept before amounts were written plainly
+        pk = 999
+
+        def __str__(self) -> str:
+            return "c0/t0-c0 nvidia.com/gpu: 2.000/4.000"
+
+    event = audit_record(
+        acting_user=admin,
+        action="allocation.changed",
+        target=Legacy(),
+        before={"guarantee": "2.000", "cap": "4.000"},
+        after={"guarantee": "2.500", "cap": "4.000", "version": "v1.2.0"},
+    )
+    row = _row(get(client, people["admin"], {"action": "allocation.changed"}), event.seq)
+    assert "nvidia.com/gpu: 2/4" in row and "2.000" not in row
+    assert "guarantee: 2 → 2.5" in row and "v1.2.0" in row  # a version is not an amount
+    # And what is recorded from now on is written so too.
+    allocation = world["teams"][0].namespaces.first().allocations.first()
+    assert str(allocation).endswith(": 3/6")
