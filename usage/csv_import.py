@@ -206,8 +206,8 @@ def usage_import_csv(
     the file is read. Raises CsvHeaderError when the header lacks a required column.
 
     On PostgreSQL a seekable file (not an iterable of lines) is COPYed whole into a staging
-    table and checked and upserted in SQL (csv_copy.py); rows the SQL cannot vouch for are parsed here, one by one, with the
-    same rules. A file COPY cannot take (a row with more or fewer cells than the header, a
+    table and checked and upserted in SQL (csv_copy.py); rows the SQL cannot vouch for are
+    parsed here, one by one, with the same rules. A file COPY cannot take (a row with more or fewer cells than the header, a
     blank line, a date that does not exist) is read again from the start row by row, as on
     SQLite (``copy=False`` asks for that path)."""
     result = None
