@@ -207,9 +207,9 @@ def usage_import_csv(
 
     On PostgreSQL a seekable file (not an iterable of lines) is COPYed whole into a staging
     table and checked and upserted in SQL (csv_copy.py); rows the SQL cannot vouch for are
-    parsed here, one by one, with the same rules. A file COPY cannot take (a row with more or fewer cells than the header, a
-    blank line, a date that does not exist) is read again from the start row by row, as on
-    SQLite (``copy=False`` asks for that path)."""
+    parsed here, one by one, with the same rules. A file COPY cannot take (a row with more or
+    fewer cells than the header, a blank line, a date that does not exist) is read again from
+    the start row by row, as on SQLite (``copy=False`` asks for that path)."""
     result = None
     seekable = getattr(stream, "seekable", None)
     if copy and connection.vendor == "postgresql" and seekable and seekable():
