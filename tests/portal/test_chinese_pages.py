@@ -78,6 +78,9 @@ POST_ONLY = {
     "requests-validate",
     "requests-validate-edit",
     "requests-action",
+    "requests-comment",
+    "requests-extend",
+    "requests-bulk",
 }
 # Pages still known to show English, and why: each must still show some (the test fails
 # when one is fixed, so that it leaves this list), and no other page may.
@@ -267,6 +270,8 @@ def _paths(world) -> dict[str, list[str]]:
         ],
         "requests-detail": [f"/requests/{pk}/" for pk, _ in requests],
         "requests-preview": [f"/requests/{pk}/preview/" for pk, _ in requests],
+        # The parts of a request's page that update by themselves, as the page polls them.
+        "requests-live": [f"/requests/{pk}/live/" for pk, _ in requests],
         "requests-edit": [f"/requests/{pk}/edit/" for pk in editable],
         "suggestion-request": [
             f"/requests/from-suggestion/{pk}/"
