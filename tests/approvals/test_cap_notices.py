@@ -185,7 +185,7 @@ def test_the_dashboard_shows_the_notice_to_the_team_and_to_no_other(
     page = client.get("/").content.decode()
     assert 'data-testid="near-cap-team-a"' in page
     assert "team-a-training on demo uses 9 of its cap 10 A100 card" in page
-    assert 'class="num near-cap" data-testid="used"' in page
+    assert 'class="num near-cap" data-label="Used now" data-testid="used"' in page
 
     client.force_login(other_team_lead)
     page = client.get("/").content.decode()

@@ -8,16 +8,18 @@ from django.test.utils import CaptureQueriesContext
 
 pytestmark = pytest.mark.django_db
 
-# page, who: at most this many queries (session, user and groups included).
+# page, who: at most this many queries (session, user and groups included). Raised once, by
+# name: the charts' team colours read every team's slug (one query on / and /clusters/), and the
+# audit log names its targets in words (one query per kind of target shown, two here).
 BUDGETS = [
-    ("/", "lead_c", 12),
+    ("/", "lead_c", 13),
     ("/requests/", "lead_c", 13),
     ("/requests/", "admin", 12),
     ("/requests/?status=submitted", "admin", 12),
-    ("/clusters/", "admin", 11),
-    ("/clusters/", "lead_c", 14),
+    ("/clusters/", "admin", 12),
+    ("/clusters/", "lead_c", 15),
     ("/summary/", "admin", 6),
-    ("/audit/", "admin", 6),
+    ("/audit/", "admin", 8),
 ]
 
 

@@ -72,7 +72,7 @@ def test_a_mig_cluster_counts_slice_hours_per_slice_profile(client, mig_cluster,
     # Each profile's total is its own: 2 teams x 3 days x 48 slice-hours, not both profiles'.
     total = html.split('data-testid="canary-nvidia.com/mig-3g.40gb"', 1)[1]
     total = total.split('data-testid="canary-all"', 1)[1].split("</tr>", 1)[0]
-    assert '<td class="num" data-testid="hours" data-label="slice-hours">288</td>' in total
+    assert '<td class="num" data-label="slice-hours" data-testid="hours">288</td>' in total
 
 
 def test_a_gpu_cluster_keeps_its_gpu_hours(client, alloc_a, gpu, lead_a):
