@@ -142,7 +142,7 @@ def test_form_shows_the_error_at_the_field(client, plan, lead_c, gpu):
     response = client.post("/requests/new/", line_data(plan["team-c"], gpu, "6.5", 8))
     assert response.status_code == 400
     errors = response.context["formset"].forms[0].errors
-    assert errors["guarantee"] == [f"lines[0].guarantee: {MESSAGE} (team-c-dev nvidia.com/gpu)"]
+    assert errors["guarantee"] == [f"Line 1, guarantee: {MESSAGE} (team-c-dev nvidia.com/gpu)"]
 
 
 def test_admin_form_on_the_page_refuses_a_fractional_decision(

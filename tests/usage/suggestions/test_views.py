@@ -64,8 +64,13 @@ def test_plotly_js_is_found_in_the_plotly_package_only_under_vendor():
     assert path and path.endswith("plotly/package_data/plotly.min.js")
     assert finders.find("vendor/widgetbundle.js") is None
     listed = [p for finder in finders.get_finders() for p, _ in finder.list([]) if "plotly" in p]
-    # The package's bundle once; the portal's own empty sheet that plotly writes its rules into.
-    assert sorted(listed) == ["plotly.min.js", "portal/plotly-global.css"]
+    # The package's bundle once; the portal's own empty sheet that plotly writes its rules into,
+    # and the portal's own Chinese words for plotly's buttons.
+    assert sorted(listed) == [
+        "plotly.min.js",
+        "portal/plotly-global.css",
+        "portal/plotly_locale_zh.js",
+    ]
 
 
 def test_values_in_force_and_figures_by_hand():
