@@ -5,8 +5,10 @@ from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.cache import cache
+from django.utils import translation
 from kubernetes import client as k8s
 
 from approvals.models import ApprovalPolicy
@@ -204,3 +206,12 @@ def eager():
         yield
     finally:
         app.conf.task_always_eager = previous
+
+
+@pytest.fixture(autouse=True)
+def _default_language_after_each_test():
+    """Each test starts in the default language: a Chinese page read through the test client
+    leaves its language active in the thread (LocaleMiddleware sets it per request and a
+    server's next request sets its own), and a service's message would follow it."""
+    yield
+    translation.activate(settings.LANGUAGE_CODE)
