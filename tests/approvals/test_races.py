@@ -7,11 +7,9 @@ exactly one outcome per request, and audit events that agree with the outcome.
 
 import threading
 from datetime import timedelta
-from decimal import Decimal
 
 import pytest
 from django.db import connection
-from django.db.models import Sum
 from django.utils import timezone
 
 from approvals.grants import requests_expire_due, requests_start_due
@@ -26,10 +24,10 @@ from approvals.lifecycle import (
 )
 from approvals.lines import LineInput
 from approvals.models import QuotaRequest, RequestLine
-from common.errors import ApplicationError
 from quotas.models import Allocation, AuditEvent, SyncRequest, Team, TeamNamespace
 from quotas.services import allocation_set
 from tests.support.locks import lock_waiters
+from tests.support.races import guaranteed, race
 from tests.support.requests import new_request
 from tests.support.waiting import poll
 
@@ -37,38 +35,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 S = QuotaRequest.Status
 ROUNDS = range(3)
 REFUSALS = {"ValidationFailed", "NotAllowed", "PermissionDenied"}
-
-
-def race(*moves) -> list[str]:
-    """Start every move at once (a barrier); each returns "ok" or the refusal's class name."""
-    barrier = threading.Barrier(len(moves))
-    outcomes: list[str | None] = [None] * len(moves)
-
-    def run(index, move):
-        barrier.wait()
-        try:
-            move()
-            outcomes[index] = "ok"
-        except ApplicationError as exc:
-            outcomes[index] = type(exc).__name__
-        except Exception as exc:  # a deadlock or a 500 would show here, named
-            outcomes[index] = f"crash: {type(exc).__name__}: {exc}"
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i, m)) for i, m in enumerate(moves)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    return outcomes
-
-
-def guaranteed(cluster) -> Decimal:
-    total = Allocation.objects.filter(team_namespace__cluster=cluster).aggregate(
-        total=Sum("guarantee")
-    )["total"]
-    return total or Decimal(0)
 
 
 def actions(request: QuotaRequest) -> list[str]:
