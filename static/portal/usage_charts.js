@@ -1,6 +1,7 @@
 // Draws the usage charts whose plotly figures the page put in #usage-chart-data.
 // Narrow charts (a phone's) keep their title whole, on as many lines as it needs, and their day
-// labels apart: no more ticks of whole days than the plot's width holds.
+// labels apart: no more ticks of whole days than the plot's width holds, and their legend under
+// the plot, so that the legend does not take the plot's width.
 (function () {
   "use strict";
   var source = document.getElementById("usage-chart-data");
@@ -9,6 +10,7 @@
   var locale = document.documentElement.lang === "zh-hans" ? "zh-CN" : "en";
   var DAY_MS = 86400000;
   var TICK_PX = 90;  // the width a "2026-11-03" label needs, with room between labels
+  var NARROW_PX = 600;  // below this a legend beside the plot would leave the plot too little
 
   function wrapped(text, perLine) {
     var lines = [], line = "";
@@ -25,12 +27,18 @@
     var margin = Object.assign({ t: 40, b: 40, l: 50, r: 10 }, layout.margin || {});
     var title = layout.title && layout.title.text ? Object.assign({}, layout.title) : null;
     if (title && title.text.indexOf("<br>") < 0) {
-      var size = (title.font && title.font.size) || (width < 600 ? 14 : 17);
+      var size = (title.font && title.font.size) || (width < NARROW_PX ? 14 : 17);
       var lines = wrapped(title.text, Math.max(12, Math.floor((width - 24) / (size * 0.6))));
       title.text = lines.join("<br>");
       title.font = Object.assign({}, title.font || {}, { size: size });
       margin.t = Math.max(margin.t, Math.ceil(16 + lines.length * size * 1.3));
       layout.title = title;
+    }
+    if (width < NARROW_PX && layout.showlegend !== false) {
+      layout.legend = Object.assign({}, layout.legend || {}, {
+        orientation: "h", x: 0, xanchor: "left", y: -0.18, yanchor: "top"
+      });
+      margin.r = Math.min(margin.r, 10);
     }
     var xaxis = Object.assign({}, layout.xaxis || {});
     var fit = Math.max(1, Math.floor(Math.max(width - margin.l - margin.r, TICK_PX) / TICK_PX));
