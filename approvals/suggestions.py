@@ -2,6 +2,7 @@
 services as any other, so it is validated and approved like any other."""
 
 from django.contrib.auth.models import User
+from django.utils.translation import gettext, gettext_lazy
 
 from approvals.lifecycle import request_create
 from approvals.lines import LineInput
@@ -12,33 +13,45 @@ from quotas.models import Allocation
 from usage.models import Suggestion
 
 FIGURES_IN_JUSTIFICATION = (
-    ("days_of_data", "days of data"),
-    ("typical_daily_peak", "typical daily peak"),
-    ("demand_peak_max", "highest daily demand"),
-    ("mean", "mean"),
-    ("utilization_mean", "mean utilization %"),
-    ("borrowed_gpu_hours", "borrowed unit-hours"),
-    ("idle_guaranteed_gpu_hours", "idle guaranteed unit-hours"),
+    ("days_of_data", gettext_lazy("days of data")),
+    ("typical_daily_peak", gettext_lazy("typical daily peak")),
+    ("demand_peak_max", gettext_lazy("highest daily demand")),
+    ("mean", gettext_lazy("mean")),
+    ("utilization_mean", gettext_lazy("mean utilization %")),
+    ("borrowed_gpu_hours", gettext_lazy("borrowed unit-hours")),
+    ("idle_guaranteed_gpu_hours", gettext_lazy("idle guaranteed unit-hours")),
 )
 
 
 def suggestion_justification(suggestion: Suggestion) -> str:
+    """The justification of a request from the suggestion, in the active language: the words
+    of whoever makes the request (stored as they are written, like any justification)."""
     s = suggestion
-    figures = "; ".join(
+    figures = gettext("; ").join(
         f"{label} {s.figures[key]}"
         for key, label in FIGURES_IN_JUSTIFICATION
         if s.figures.get(key) is not None
     )
     lines = [
-        f"From the portal's suggestion for {s.team_namespace.name} {s.resource.name} from the "
-        f"usage of {s.month:%Y-%m} (confidence {s.confidence}): guarantee "
-        f"{format_amount(s.current_guarantee)} → {format_amount(s.suggested_guarantee)}, cap "
-        f"{format_amount(s.current_cap)} → "
-        f"{format_amount(s.suggested_cap)}.",
+        gettext(
+            "From the portal's suggestion for %(namespace)s %(resource)s from the usage of "
+            "%(month)s (confidence %(confidence)s): guarantee %(guarantee_before)s → "
+            "%(guarantee_after)s, cap %(cap_before)s → %(cap_after)s."
+        )
+        % {
+            "namespace": s.team_namespace.name,
+            "resource": s.resource.name,
+            "month": f"{s.month:%Y-%m}",
+            "confidence": s.get_confidence_display(),
+            "guarantee_before": format_amount(s.current_guarantee),
+            "guarantee_after": format_amount(s.suggested_guarantee),
+            "cap_before": format_amount(s.current_cap),
+            "cap_after": format_amount(s.suggested_cap),
+        },
     ]
     if figures:
-        lines.append(f"Figures: {figures}.")
-    lines += [f"- {note}" for note in s.notes]
+        lines.append(gettext("Figures: %(figures)s.") % {"figures": figures})
+    lines += [f"- {note}" for note in s.localized_notes]
     return "\n".join(lines)
 
 

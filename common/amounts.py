@@ -99,6 +99,8 @@ UNIT_WORDS = {
 }
 
 
+@register.filter(name="unit")
 def unit_label(unit: str) -> str:
-    """A resource's unit as the reader reads it (translated when it is a word)."""
+    """A resource's unit as the reader reads it (translated when it is a word);
+    ``{{ row.unit|unit }}``."""
     return str(UNIT_WORDS.get(unit, unit))

@@ -5,7 +5,8 @@ rendered when it is shown, not when it is made: a :class:`Text` keeps the msgid 
 ``gettext_noop`` so ``makemessages`` collects it) and its parameters, and
 ``str()`` renders it in the active language. A parameter may itself be a Text, or a tuple of
 Texts (a list, joined the way the language joins one). Stored form: :meth:`Text.to_json`.
-(makemessages collects ``gettext_noop`` but has no ``pgettext`` no-op: no contexts here.)
+A text may carry a context (``pgettext``'s): makemessages has no ``pgettext`` no-op, so such a
+msgid must be collected where it is written with its context too (common.amounts' unit words).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.utils import translation
-from django.utils.translation import gettext, gettext_noop
+from django.utils.translation import gettext, gettext_noop, pgettext
 
 # Translators: joins a list of clauses ("a; b"); Chinese uses a full-width semicolon.
 LIST_SEPARATOR = gettext_noop("; ")
@@ -25,13 +26,14 @@ LIST_SEPARATOR = gettext_noop("; ")
 class Text:
     msgid: str
     params: tuple[tuple[str, Any], ...] = ()
+    context: str = ""
 
     @classmethod
     def of(cls, msgid: str, /, **params: Any) -> Text:
         return cls(msgid, tuple(sorted(params.items())))
 
     def __str__(self) -> str:
-        translated = gettext(self.msgid)
+        translated = pgettext(self.context, self.msgid) if self.context else gettext(self.msgid)
         if not self.params:
             return translated
         values = {name: _render(value) for name, value in self.params}
@@ -46,10 +48,13 @@ class Text:
             return str(self)
 
     def to_json(self) -> dict:
-        return {
+        stored = {
             "msgid": self.msgid,
             "params": {name: _value_json(value) for name, value in self.params},
         }
+        if self.context:
+            stored["context"] = self.context
+        return stored
 
     @classmethod
     def from_json(cls, data: Mapping) -> Text:
@@ -57,6 +62,7 @@ class Text:
         return cls(
             str(data["msgid"]),
             tuple(sorted((str(k), _value_from_json(v)) for k, v in params.items())),
+            str(data.get("context") or ""),
         )
 
 
@@ -81,6 +87,32 @@ def _value_from_json(value: Any) -> Any:
         return Text.from_json(value["text"])
     if isinstance(value, dict) and "list" in value:
         return tuple(_value_from_json(v) for v in value["list"])
+    return value
+
+
+def stored_text(text: Text) -> dict:
+    """A text as JSON keeps it: its English wording (what a reader without the catalogue, or
+    an older portal, shows) and the text it is rendered from again (:func:`stored_message`)."""
+    return {"message": text.english(), "text": text.to_json()}
+
+
+def stored_json(value: Any) -> Any:
+    """``value`` (a JSON-able structure whose leaves may be Texts) with every Text stored as
+    :func:`stored_text` keeps it."""
+    if isinstance(value, Text):
+        return stored_text(value)
+    if isinstance(value, Mapping):
+        return {k: stored_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [stored_json(v) for v in value]
+    return value
+
+
+def stored_value(value: Any) -> Any:
+    """A stored JSON value in the active language: a stored text (:func:`stored_text`) as its
+    message, anything else (a plain string of older rows, a number) as it is."""
+    if isinstance(value, Mapping) and "message" in value:
+        return stored_message(value)
     return value
 
 

@@ -1,8 +1,9 @@
 """Suggestion maths: next month's guarantee and cap of every team namespace and resource, from a
 month of daily usage rollups, within the rules of the guarantee + elastic model.
 
-Pure functions from data to data (no Django, no database). ``usage/suggestions.py``
-feeds them the rollups and stores what they return.
+Pure functions from data to data (no database). ``usage/suggestions.py`` feeds them the
+rollups and stores what they return. Notes and the "how" figure are :class:`quotas.texts.Text`
+(a msgid and its parameters), stored as such and rendered in the reader's language when shown.
 
 How one allocation is suggested (figures from the month's daily rollups; *demand* of a day is
 its peak allocated plus its peak pending, so work that waited counts as needed):
@@ -43,8 +44,11 @@ from datetime import date
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Protocol
 
-from common.amounts import format_amount
+from django.utils.translation import gettext_noop
+
+from common.amounts import UNIT_WORDS, format_amount
 from quotas.rules import PEAK_SHARE
+from quotas.texts import Text
 from usage.stats import percentile
 
 ZERO = Decimal(0)
@@ -140,7 +144,7 @@ class Proposal:
     cap: Decimal
     confidence: str
     figures: dict = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
+    notes: tuple[Text, ...] = ()
     flags: tuple[str, ...] = ()
     whole_units: bool = True
     floor: Decimal = ZERO  # 80% of the typical daily peak
@@ -164,6 +168,12 @@ def round_down(value: Decimal, *, whole: bool) -> Decimal:
     if whole:
         return value.to_integral_value(rounding=ROUND_FLOOR)
     return value.quantize(AMOUNT_PLACES, rounding=ROUND_FLOOR)
+
+
+def unit_text(unit: str) -> Text | str:
+    """A unit in a note: a word of the catalogue (slice, core) as a text read in the reader's
+    language (common.amounts.UNIT_WORDS), anything else (GPU, MiB, a resource name) as it is."""
+    return Text(unit, context="unit") if unit in UNIT_WORDS else unit
 
 
 def _ratio(value: Decimal) -> str:
@@ -264,25 +274,46 @@ def month_figures(days: Sequence[DailyUsage], period: Period) -> dict:
 # One allocation
 
 
-def _confidence(n_days: int, period: Period) -> tuple[str, list[str], list[str]]:
-    notes: list[str] = []
+def _confidence(n_days: int, period: Period) -> tuple[str, list[Text], list[str]]:
+    notes: list[Text] = []
     flags: list[str] = []
     if n_days == 0:
-        return "none", ["no usage data for this month: current values kept"], [FLAG_NO_DATA]
+        return (
+            "none",
+            [Text.of(gettext_noop("no usage data for this month: current values kept"))],
+            [FLAG_NO_DATA],
+        )
     if n_days < MEDIUM_DAYS:
         level = "low"
         flags.append(FLAG_THIN)
-        notes.append(f"thin data: {n_days} of {period.days} days have usage")
+        notes.append(
+            Text.of(
+                gettext_noop("thin data: %(days)s of %(month_days)s days have usage"),
+                days=n_days,
+                month_days=period.days,
+            )
+        )
     elif n_days < HIGH_DAYS:
         level = "medium"
-        notes.append(f"{n_days} of {period.days} days have usage")
+        notes.append(
+            Text.of(
+                gettext_noop("%(days)s of %(month_days)s days have usage"),
+                days=n_days,
+                month_days=period.days,
+            )
+        )
     else:
         level = "high"
     if not period.is_over:
         flags.append(FLAG_NOT_OVER)
         notes.append(
-            f"the month is not over (until {period.end.isoformat()}): figures of the days "
-            f"before {period.today.isoformat()}"
+            Text.of(
+                gettext_noop(
+                    "the month is not over (until %(end)s): figures of the days before %(today)s"
+                ),
+                end=period.end.isoformat(),
+                today=period.today.isoformat(),
+            )
         )
         if level == "high":
             level = "medium"
@@ -298,7 +329,7 @@ def suggest_allocation(
 ) -> Proposal:
     """The suggested guarantee and cap of one allocation (before capacity scaling)."""
     whole = item.whole_units
-    unit = item.unit or item.resource
+    unit = unit_text(item.unit or item.resource)
     days = [d for d in item.days if period.start <= d.day <= period.end]
     figures = month_figures(days, period)
     confidence, notes, flags = _confidence(len(days), period)
@@ -334,36 +365,64 @@ def suggest_allocation(
     if growth > 1:
         flags.append(FLAG_GROWING)
         notes.append(
-            "growing week over week "
-            f"({' → '.join(format_amount(w.quantize(AMOUNT_PLACES)) for w in weeks[-3:])}"
-            f" mean {unit}): cap raised ×{_ratio(growth)}"
+            Text.of(
+                gettext_noop(
+                    "growing week over week (%(weeks)s mean %(unit)s): cap raised ×%(growth)s"
+                ),
+                weeks=" → ".join(format_amount(w.quantize(AMOUNT_PLACES)) for w in weeks[-3:]),
+                unit=unit,
+                growth=_ratio(growth),
+            )
         )
 
     guarantee = round_up(max(floor, level), whole=whole)
     cap = round_up(max(guarantee, demand_max * growth * CAP_HEADROOM), whole=whole)
-    figures["basis"] = (
-        f"guarantee = max(80% of typical daily peak {format_amount(typical)}, recent mean "
-        f"{format_amount(level)}); "
-        f"cap = highest daily demand {format_amount(demand_max)} × {format_amount(CAP_HEADROOM)}"
-        f"{f' × growth {_ratio(growth)}' if growth > 1 else ''}"
+    basis = gettext_noop(
+        "guarantee = max(80%% of typical daily peak %(typical)s, recent mean %(level)s); "
+        "cap = highest daily demand %(demand)s × %(headroom)s"
+    )
+    if growth > 1:
+        basis = gettext_noop(
+            "guarantee = max(80%% of typical daily peak %(typical)s, recent mean %(level)s); "
+            "cap = highest daily demand %(demand)s × %(headroom)s × growth %(growth)s"
+        )
+    figures["basis"] = Text.of(
+        basis,
+        typical=format_amount(typical),
+        level=format_amount(level),
+        demand=format_amount(demand_max),
+        headroom=format_amount(CAP_HEADROOM),
+        growth=_ratio(growth),
     )
 
     if len(days) < THIN_DAYS and (guarantee < item.current_guarantee or cap < item.current_cap):
         guarantee = max(guarantee, item.current_guarantee)
         cap = max(cap, item.current_cap)
-        notes.append(f"not lowered on {len(days)} days of data")
+        notes.append(Text.of(gettext_noop("not lowered on %(days)s days of data"), days=len(days)))
 
     if demand_max == 0:
-        notes.append("nothing used all month: guarantee released, cap kept for borrowing")
+        notes.append(
+            Text.of(
+                gettext_noop("nothing used all month: guarantee released, cap kept for borrowing")
+            )
+        )
         cap = max(cap, item.current_cap)
 
     if capacity is not None:
         max_cap = round_down(max_cap_share * capacity, whole=whole)
         if cap > max_cap:
             notes.append(
-                f"cap {format_amount(cap)} lowered to {format_amount(max_cap)}: "
-                f"{format_amount(max_cap_share * 100)}% of "
-                f"capacity {format_amount(capacity)} {unit}"
+                Text.of(
+                    gettext_noop(
+                        "cap %(cap)s lowered to %(max_cap)s: %(share)s%% of capacity "
+                        "%(capacity)s %(unit)s"
+                    ),
+                    cap=format_amount(cap),
+                    max_cap=format_amount(max_cap),
+                    share=format_amount(max_cap_share * 100),
+                    capacity=format_amount(capacity),
+                    unit=unit,
+                )
             )
             flags.append(FLAG_SHARE)
             cap = max_cap
@@ -373,25 +432,42 @@ def suggest_allocation(
     if guarantee < floor:
         flags.append(FLAG_BELOW_FLOOR)
         notes.append(
-            f"guarantee {format_amount(guarantee)} is below 80% of the typical daily peak "
-            f"({format_amount(floor.quantize(AMOUNT_PLACES))}): the cluster's cap share allows no "
-            "more"
+            Text.of(
+                gettext_noop(
+                    "guarantee %(guarantee)s is below 80%% of the typical daily peak "
+                    "(%(floor)s): the cluster's cap share allows no more"
+                ),
+                guarantee=format_amount(guarantee),
+                floor=format_amount(floor.quantize(AMOUNT_PLACES)),
+            )
         )
 
     idle = item.current_guarantee - round_up(demand_max, whole=whole)
     if item.current_guarantee > 0 and idle > 0:
         flags.append(FLAG_IDLE)
         notes.append(
-            f"{format_amount(idle)} of {format_amount(item.current_guarantee)} guaranteed {unit} "
-            "never used this "
-            f"month (highest daily demand {format_amount(demand_max)}); "
-            f"{figures['idle_guaranteed_gpu_hours']} idle guaranteed {unit}-hours"
+            Text.of(
+                gettext_noop(
+                    "%(idle)s of %(guarantee)s guaranteed %(unit)s never used this month "
+                    "(highest daily demand %(demand)s); %(idle_hours)s idle guaranteed "
+                    "%(unit)s-hours"
+                ),
+                idle=format_amount(idle),
+                guarantee=format_amount(item.current_guarantee),
+                unit=unit,
+                demand=format_amount(demand_max),
+                idle_hours=figures["idle_guaranteed_gpu_hours"],
+            )
         )
     utilization = figures.get("utilization_mean")
     if utilization is not None and Decimal(utilization) < LOW_UTILIZATION and demand_max > 0:
         flags.append(FLAG_LOW_UTILIZATION)
         notes.append(
-            f"mean GPU utilization {utilization}% (below {format_amount(LOW_UTILIZATION)}%)"
+            Text.of(
+                gettext_noop("mean GPU utilization %(utilization)s%% (below %(low)s%%)"),
+                utilization=utilization,
+                low=format_amount(LOW_UTILIZATION),
+            )
         )
     return Proposal(
         namespace=item.namespace,
@@ -434,20 +510,39 @@ def scale_guarantees(
         )
         for i in order[: max(left, 0)]:
             scaled[i] += 1
-    where = f" on {cluster}" if cluster else ""
     out = []
     for proposal, new in zip(proposals, scaled, strict=True):
         if new == proposal.guarantee:
             out.append(proposal)
             continue
-        note = (
-            f"guarantee scaled down from {format_amount(proposal.guarantee)} to "
-            f"{format_amount(new)}: suggested "
-            f"guarantees{where} sum to {format_amount(total)} {proposal.resource}, above capacity "
-            f"{format_amount(capacity)}; each scaled by "
-            f"{format_amount(capacity)}/{format_amount(total)} (×{_ratio(factor)}) "
-            "and rounded by largest remainder"
-        )
+        params = {
+            "before": format_amount(proposal.guarantee),
+            "after": format_amount(new),
+            "total": format_amount(total),
+            "resource": proposal.resource,
+            "capacity": format_amount(capacity),
+            "factor": _ratio(factor),
+        }
+        if cluster:
+            note = Text.of(
+                gettext_noop(
+                    "guarantee scaled down from %(before)s to %(after)s: suggested guarantees "
+                    "on %(cluster)s sum to %(total)s %(resource)s, above capacity %(capacity)s; "
+                    "each scaled by %(capacity)s/%(total)s (×%(factor)s) and rounded by largest "
+                    "remainder"
+                ),
+                cluster=cluster,
+                **params,
+            )
+        else:
+            note = Text.of(
+                gettext_noop(
+                    "guarantee scaled down from %(before)s to %(after)s: suggested guarantees "
+                    "sum to %(total)s %(resource)s, above capacity %(capacity)s; each scaled by "
+                    "%(capacity)s/%(total)s (×%(factor)s) and rounded by largest remainder"
+                ),
+                **params,
+            )
         flags = [*proposal.flags, FLAG_SCALED]
         if new < proposal.floor and FLAG_BELOW_FLOOR not in flags:
             flags.append(FLAG_BELOW_FLOOR)

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from quotas.models import Allocation, Cluster, Resource, TeamNamespace
+from quotas.texts import stored_json
 from usage.models import Suggestion
 from usage.selectors import usage_daily_for
 from usage.suggest import AllocationUsage, Period, suggest_cluster
@@ -79,8 +80,8 @@ def suggestions_compute(*, cluster: Cluster, month: date, today: date | None = N
             suggested_guarantee=p.guarantee,
             suggested_cap=p.cap,
             confidence=p.confidence,
-            figures=p.figures,
-            notes=list(p.notes),
+            figures=stored_json(p.figures),
+            notes=stored_json(p.notes),
             flags=list(p.flags),
             computed_at=now,
         )

@@ -127,9 +127,10 @@ def _hour_figure_labels(resource) -> dict[str, str]:
 def _figure_rows(s) -> list[tuple[str, str]]:
     out = []
     by_unit = _hour_figure_labels(s.resource)
+    figures = s.localized_figures
     for key, label in FIGURE_LABELS:
         label = by_unit.get(key, label)
-        value = s.figures.get(key)
+        value = figures.get(key)
         if value is None:
             continue
         if isinstance(value, list):

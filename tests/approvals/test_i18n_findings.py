@@ -89,6 +89,17 @@ def test_a_text_renders_nested_texts_and_survives_json():
     assert Text.from_json(text.to_json()) == text
 
 
+def test_a_text_with_a_context_is_read_with_it_and_keeps_it_in_json():
+    # "slice" is a unit here (pgettext "unit"): the catalogue's word for the unit, not any slice.
+    text = Text.of("%(amount)s %(unit)s", amount="4", unit=Text("slice", context="unit"))
+    with translation.override("zh-hans"):
+        unit = translation.pgettext("unit", "slice")
+        assert unit != "slice" and str(text) == f"4 {unit}"
+    assert str(text) == "4 slice"
+    again = Text.from_json(text.to_json())
+    assert again == text and dict(again.params)["unit"].context == "unit"
+
+
 def test_api_refusal_speaks_the_language_asked_for(plan, lead_c, strict_policy):
     client = as_user(lead_c)
     english = client.post("/api/v1/requests/", body(cap="9"), format="json")

@@ -85,11 +85,6 @@ POST_ONLY = {
 # Pages still known to show English, and why: each must still show some (the test fails
 # when one is fixed, so that it leaves this list), and no other page may.
 UNFINISHED = {
-    # The suggestions' notes and "how" are stored as English sentences (usage/suggest.py) and
-    # the request it would make is justified from them (approvals/suggestions.py): they are to
-    # be kept as texts and rendered in the reader's language, as the requests' findings are.
-    "suggestions-list": "suggestion notes stored in English",
-    "suggestion-request": "suggestion notes and justification stored in English",
     # The audit log's targets ("request #2 (1, active)") and its changes' field names and
     # values (issue 20, item 13).
     "audit-log": "audit targets and changes written as stored",

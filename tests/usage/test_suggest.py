@@ -55,7 +55,7 @@ def test_flat_usage_brings_an_oversized_allocation_down_and_flags_the_idle_gpus(
     assert (p.guarantee, p.cap) == (4, 5)
     assert p.confidence == "high"
     assert FLAG_IDLE in p.flags
-    assert any("2 of 6 guaranteed GPU never used" in n for n in p.notes)
+    assert any("2 of 6 guaranteed GPU never used" in str(n) for n in p.notes)
     f = p.figures
     assert f["days_of_data"] == 30 and f["typical_daily_peak"] == "4" and f["peak_max"] == "4"
     assert f["gpu_hours"] == "2880"  # 4 GPUs x 24 h x 30 days
@@ -73,7 +73,7 @@ def test_spiky_training_gets_the_rule_floor_and_a_cap_bounded_by_the_share():
     assert p.guarantee == 6
     # cap ceil(10 x 1.25) = 13 > 50% of 16 -> 8
     assert p.cap == 8 and FLAG_SHARE in p.flags
-    assert any("cap 13 lowered to 8" in n for n in p.notes)
+    assert any("cap 13 lowered to 8" in str(n) for n in p.notes)
 
 
 def test_a_steady_namespace_is_guaranteed_its_level_a_bursty_one_the_rule_floor():
@@ -126,7 +126,7 @@ def test_an_idle_namespace_releases_its_guarantee_and_keeps_its_cap():
     )
     assert (p.guarantee, p.cap) == (0, 8)
     assert FLAG_IDLE in p.flags
-    assert any("4 of 4 guaranteed GPU never used" in n for n in p.notes)
+    assert any("4 of 4 guaranteed GPU never used" in str(n) for n in p.notes)
 
 
 def test_low_utilization_is_flagged():
@@ -157,7 +157,7 @@ def test_over_subscribed_guarantees_are_scaled_proportionally_with_largest_remai
     assert [p.guarantee for p in out] == [5, 3, 2]
     assert sum(p.guarantee for p in out) == 10
     assert all(FLAG_SCALED in p.flags for p in out)
-    assert "sum to 13 nvidia.com/gpu, above capacity 10" in out[0].notes[-1]
+    assert "sum to 13 nvidia.com/gpu, above capacity 10" in str(out[0].notes[-1])
     assert out[0].figures["unscaled_guarantee"] == "6"
     # b (3 < 80% of 4) and c (2 < 2.4) now fall below the 80% floor; a (5 >= 4.8) does not
     assert [FLAG_BELOW_FLOOR in p.flags for p in out] == [False, True, True]
@@ -186,7 +186,7 @@ def test_thin_data_lowers_nothing_but_the_rules_still_apply():
     assert p.guarantee == 6  # computed 2, not lowered on 5 days of data
     assert p.cap == 8  # the current 10 is above 50% of 16
     assert p.confidence == "low" and FLAG_THIN in p.flags
-    assert any("not lowered on 5 days of data" in n for n in p.notes)
+    assert any("not lowered on 5 days of data" in str(n) for n in p.notes)
 
 
 def test_a_month_not_over_says_so():
@@ -195,7 +195,7 @@ def test_a_month_not_over_says_so():
         usage(days(JUNE, n=24, peak=2)), period=running, capacity=D(16), max_cap_share=SHARE
     )
     assert p.confidence == "medium" and FLAG_NOT_OVER in p.flags
-    assert any("the month is not over" in n for n in p.notes)
+    assert any("the month is not over" in str(n) for n in p.notes)
 
 
 def test_no_data_keeps_the_current_values():

@@ -50,6 +50,18 @@ class SuggestionSerializer(serializers.ModelSerializer):
     month = MonthField()
     current = serializers.SerializerMethodField()
     suggested = serializers.SerializerMethodField()
+    notes = serializers.ListField(
+        source="localized_notes",
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="Why, in the request's language (Accept-Language).",
+    )
+    figures = serializers.DictField(
+        source="localized_figures",
+        read_only=True,
+        help_text="The figures behind the suggestion; amounts as strings, `basis` (how the "
+        "values were found) in the request's language.",
+    )
 
     class Meta:
         model = Suggestion

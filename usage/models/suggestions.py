@@ -5,6 +5,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from quotas.models.fields import amount_field
+from quotas.texts import stored_value
 
 
 class Suggestion(models.Model):
@@ -44,6 +45,8 @@ class Suggestion(models.Model):
     # The numbers behind the suggestion: daily peaks, percentiles, utilization, borrowed and
     # idle GPU-hours, days of data, pending wait (amounts as strings).
     figures = models.JSONField(default=dict, blank=True, verbose_name=_("figures"))
+    # Each note as quotas.texts.stored_text keeps it (rendered in the reader's language by
+    # localized_notes); rows of before texts were kept hold English strings.
     notes = models.JSONField(default=list, blank=True, verbose_name=_("notes"))
     flags = models.JSONField(default=list, blank=True, verbose_name=_("flags"))
     computed_at = models.DateTimeField(verbose_name=_("computed at"))
@@ -63,6 +66,15 @@ class Suggestion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team_namespace} {self.resource} {self.month:%Y-%m}"
+
+    @property
+    def localized_notes(self) -> list[str]:
+        return [str(stored_value(note)) for note in self.notes or []]
+
+    @property
+    def localized_figures(self) -> dict:
+        """The figures with the texts among them (the "how") in the reader's language."""
+        return {key: stored_value(value) for key, value in (self.figures or {}).items()}
 
     @property
     def changes(self) -> bool:

@@ -10,6 +10,7 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.utils import translation
 
 from common.dates import parse_month
 from common.errors import ValidationFailed
@@ -120,3 +121,37 @@ def test_the_monthly_task_computes_last_month_for_every_cluster(june_usage, clus
 
     assert compute_cluster_suggestions(cluster.pk, "2025-06") == 2
     assert compute_cluster_suggestions(10_000) == 0
+
+
+@pytest.mark.django_db
+def test_notes_and_the_how_are_kept_as_texts_and_read_in_the_readers_language(june_usage, cluster):
+    cluster.capacities.update(capacity=Decimal(8))
+    cluster.max_cap_share = Decimal(1)
+    cluster.save()
+    suggestions_compute(cluster=cluster, month=JUNE, today=date(2025, 7, 1))
+    s = Suggestion.objects.get(team_namespace__name="team-b-inference")
+    # Stored: the English wording beside the text it is rendered from again.
+    stored = {note["text"]["msgid"]: note for note in s.notes}
+    scaled = next(note for msgid, note in stored.items() if "scaled down" in msgid)
+    assert "%(after)s" in scaled["text"]["msgid"] and scaled["text"]["params"]["after"] == "5"
+    assert "guarantee scaled down from 6 to 5" in scaled["message"]
+    assert s.figures["basis"]["message"].startswith("guarantee = max(80% of typical daily peak")
+    with translation.override("en"):
+        assert any("scaled down from 6 to 5" in n for n in s.localized_notes)
+    with translation.override("zh-hans"):
+        notes = s.localized_notes
+        how = s.localized_figures["basis"]
+    assert len(notes) == len(s.notes)
+    assert not any(re.search(r"[A-Za-z]{4,} [a-z]{3,}", n) for n in notes), notes
+    assert "6" in notes[-1] and "5" in notes[-1] and "80%" in how
+    assert not re.search(r"typical|demand", how)
+
+
+@pytest.mark.django_db
+def test_a_suggestion_stored_before_texts_shows_its_notes_as_stored(june_suggestions):
+    s = june_suggestions["team-a-training"]
+    s.notes = ["an English note of an older portal"]
+    s.figures = {**s.figures, "basis": "guarantee = an older sentence"}
+    with translation.override("zh-hans"):
+        assert s.localized_notes == ["an English note of an older portal"]
+        assert s.localized_figures["basis"] == "guarantee = an older sentence"
