@@ -91,7 +91,9 @@ def test_current_requested_and_decided_side_by_side(client, submitted, admin):
     assert [c.strip() for c in re.findall(r"<td[^>]*>([^<]*)", per_pod.group(1))] == [none] * 3
     assert '<th scope="col" class="num">Current</th>' in page
     # The table scrolls inside its card: its wrapper opens right before it.
-    assert re.search(r'<div class="table-scroll">\s*(?:\S[^<]*)?<table class="request-lines stack"', page)
+    assert re.search(
+        r'<div class="table-scroll">\s*(?:\S[^<]*)?<table class="request-lines stack"', page
+    )
 
 
 def test_the_justification_and_the_approvals_in_words(client, submitted, admin, admin2):
