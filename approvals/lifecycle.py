@@ -347,7 +347,9 @@ def request_submit(
             acting_user=acting_user,
             extra={
                 "warnings": [f["message"] for f in request.findings],
+                "warnings_text": [f.get("text") for f in request.findings],
                 "policy": decision.reason_english,
+                "policy_text": decision.text.to_json(),
             },
         )
         if decision.auto_approve:
@@ -411,6 +413,7 @@ def request_approve(
             after = {"approvals": given, "needed": request.approvals_needed}
             if policy_reason:
                 after["policy"] = policy_reason
+                after["policy_text"] = request.policy_reason_text
             if dropped:
                 after["approvals_dropped"] = dropped
             if decisions:

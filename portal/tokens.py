@@ -155,3 +155,19 @@ def api_token_user(token: str) -> tuple[User, ApiToken]:
         ApiToken.objects.filter(pk=row.pk).update(last_used_at=now)
         row.last_used_at = now
     return row.user, row
+
+
+def api_token_target_words(ids: list[int]) -> dict[int, dict[str, str]]:
+    """How the audit log names tokens: "ci (gqp_abc…) of lead-a" (quotas.audit.targets)."""
+    rows = (
+        ApiToken.objects.filter(pk__in=ids)
+        .select_related("user")
+        .only("pk", "name", "public_id", "user__username")
+    )
+    return {
+        token.pk: {
+            "text": _("%(name)s (%(label)s) of %(user)s")
+            % {"name": token.name, "label": token.label, "user": token.user.username}
+        }
+        for token in rows
+    }

@@ -95,7 +95,7 @@ def _audit_log_context(request: HttpRequest) -> tuple[dict, int]:
             {
                 "event": event,
                 "target": targets[event.seq],
-                "changes": audit_change_summary(event.before, event.after),
+                "changes": audit_change_summary(event.before, event.after, event.target_type),
             }
             for event in events
         ]

@@ -4,6 +4,8 @@ from decimal import Decimal
 
 from django.template import Context, Template
 
+from approvals.models import QuotaRequest
+from portal.models import ApiToken
 from quotas.audit.labels import SUMMARY_FIELDS, audit_change_summary
 
 
@@ -51,3 +53,41 @@ def test_amount_filter_reads_as_the_rules_write():
         )
     )
     assert out == "10 0.5 \u2013"
+
+
+def test_fields_choices_and_stored_texts_read_in_the_readers_language():
+    from django.utils import translation
+
+    from quotas.texts import Text
+
+    policy = Text.of("one platform admin must approve")
+    before = {"status": "draft"}
+    after = {
+        "status": "submitted",
+        "policy": policy.english(),
+        "policy_text": policy.to_json(),
+        "warnings": ["an English warning"],
+        "warnings_text": [None],  # stored without a text: shown as it was written
+    }
+    assert audit_change_summary(before, after, "QuotaRequest") == [
+        "status: draft → submitted",
+        "approval rule: one platform admin must approve",
+        "warnings: an English warning",
+    ]
+    with translation.override("zh-hans"):
+        summary = audit_change_summary(before, after, "QuotaRequest")
+        words = [
+            translation.gettext("status"),
+            str(dict(QuotaRequest.Status.choices)["draft"]),
+            str(dict(QuotaRequest.Status.choices)["submitted"]),
+            str(policy),
+        ]
+    assert summary[0] == f"{words[0]}: {words[1]} → {words[2]}"
+    assert summary[1].endswith(f": {words[3]}") and "approval" not in summary[1]
+    assert summary[2].endswith(": an English warning")
+    # A token's fields by the token model's names; an unknown type keeps the payload's keys.
+    with translation.override("zh-hans"):
+        assert audit_change_summary(None, {"expires_at": "2027"}, "ApiToken") == [
+            f"{ApiToken._meta.get_field('expires_at').verbose_name}: 2027"
+        ]
+    assert audit_change_summary(None, {"expires_at": "2027"}, "Nothing") == ["expires_at: 2027"]
