@@ -84,8 +84,7 @@ POST_ONLY = {
 }
 # Pages still known to show English, and why: each must still show some (the test fails
 # when one is fixed, so that it leaves this list), and no other page may.
-UNFINISHED = {
-}
+UNFINISHED = {}
 # Pages only an anonymous visitor sees (signed in, the login page sends one home).
 ANONYMOUS = {"login"}
 
