@@ -24,9 +24,11 @@ from approvals.transitions import ALLOWED
 from approvals.validation import held_by_grants
 from common.amounts import format_amount
 from quotas.kube.plan import AllocationChange, resource_plan
-from quotas.models import Allocation, AuditEvent, SyncRequest
+from quotas.mig import mig_profile_of
+from quotas.mig_display import layout_cells
+from quotas.models import Allocation, AuditEvent, Cluster, ClusterCapacity, SyncRequest
 from quotas.roles import AnyUser
-from quotas.selectors import TeamScope, capacity_summary
+from quotas.selectors import TeamScope, capacity_summary, mig_layouts
 
 BASE_FIELDS = ("guarantee", "cap", "per_pod_max", "priority_classes")
 
@@ -396,3 +398,46 @@ def request_impact(lines: list[RequestLine], *, team_id: int) -> list[CapacityIm
             )
         )
     return sorted(rows, key=lambda row: (row.cluster, row.resource))
+
+
+def impact_mig_layouts(impact: list[CapacityImpact]) -> list[dict]:
+    """For each cluster whose MIG slices the request changes and whose cards are known: how
+    its guaranteed MIG instances are cut from its cards now and after the request (quotas.mig;
+    a layout to cut the cards to when the mix changes). No query unless a MIG resource is in
+    the impact."""
+    touched = [row for row in impact if mig_profile_of(row.resource)]
+    if not touched:
+        return []
+    out = []
+    for cluster in Cluster.objects.filter(name__in={row.cluster for row in touched}).order_by(
+        "name"
+    ):
+        if not cluster.gpu_cards:
+            continue
+        resources = [
+            c.resource
+            for c in ClusterCapacity.objects.filter(cluster=cluster).select_related("resource")
+        ]
+        now = {
+            line.resource: line.guaranteed for line in capacity_summary(cluster_ids=[cluster.pk])
+        }
+        after = {
+            **now,
+            **{
+                row.resource: row.guaranteed_after for row in touched if row.cluster == cluster.name
+            },
+        }
+        for before_plan, after_plan in zip(
+            mig_layouts(cluster, now, resources),
+            mig_layouts(cluster, after, resources),
+            strict=True,
+        ):
+            out.append(
+                {
+                    "cluster": cluster.name,
+                    "before": layout_cells(before_plan),
+                    "after": layout_cells(after_plan),
+                    "changed": before_plan.demand != after_plan.demand,
+                }
+            )
+    return out

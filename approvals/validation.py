@@ -25,7 +25,7 @@ from quotas.rules import (
     UsageFacts,
     check_change,
 )
-from quotas.selectors import allocation_facts_rows, cluster_facts
+from quotas.selectors import allocation_facts_rows, cluster_facts, mig_resources_of
 from quotas.texts import localized_messages
 from usage.selectors import typical_daily_peaks
 
@@ -151,15 +151,20 @@ def _load_plans(
         capacities_of[capacity.cluster_id].append(capacity)
     if missing := [pk for pk in resources_by_cluster if pk not in clusters]:
         clusters.update(Cluster.objects.in_bulk(missing))
+    # The MIG layout rule counts every MIG profile cut from the same cards as a touched one.
+    read = {
+        pk: set(ids) | _same_cards(clusters[pk], capacities_of[pk], ids)
+        for pk, ids in resources_by_cluster.items()
+    }
     allocations: dict[int, dict[tuple[str, str], AllocationFacts]] = defaultdict(dict)
     current = Allocation.objects.filter(
         team_namespace__cluster_id__in=list(resources_by_cluster),
-        resource_id__in={r for ids in resources_by_cluster.values() for r in ids},
+        resource_id__in={r for ids in read.values() for r in ids},
     )
     for cluster_id, resource_id, facts in allocation_facts_rows(current):
-        if resource_id in resources_by_cluster[cluster_id]:
+        if resource_id in read[cluster_id]:
             allocations[cluster_id][(facts.namespace, facts.resource)] = facts
-    _with_grants(clusters, resources_by_cluster, allocations, exclude_request_id)
+    _with_grants(clusters, read, allocations, exclude_request_id)
     plans = {}
     for cluster_id in sorted(resources_by_cluster):
         cluster = clusters[cluster_id]
@@ -171,6 +176,23 @@ def _load_plans(
             else (),
         )
     return plans
+
+
+def _same_cards(cluster: Cluster, capacities: list[ClusterCapacity], ids) -> set[int]:
+    """The MIG resources of the cluster cut from the same card models as those of ``ids``."""
+    if not cluster.gpu_cards:
+        return set()
+    mig = mig_resources_of(cluster.gpu_cards, [c.resource for c in capacities])
+    models = {
+        mig[c.resource.name][0]
+        for c in capacities
+        if c.resource_id in ids and c.resource.name in mig
+    }
+    return {
+        c.resource_id
+        for c in capacities
+        if c.resource.name in mig and mig[c.resource.name][0] in models
+    }
 
 
 def _check(

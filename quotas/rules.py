@@ -29,6 +29,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from django.utils.translation import gettext_noop
 
 from common.amounts import format_amount
+from quotas.mig import CARD_MODELS, plan_layout
 from quotas.texts import Text
 
 ERROR = "error"
@@ -43,6 +44,7 @@ RULE_GUARANTEE_LE_CAP = "guarantee_le_cap"
 RULE_PER_POD_MAX_LE_CAP = "per_pod_max_le_cap"
 RULE_GUARANTEES_LE_CAPACITY = "guarantees_le_capacity"
 RULE_CAP_LE_SHARE = "cap_le_share"
+RULE_MIG_LAYOUT = "mig_layout"
 RULE_GUARANTEE_BELOW_PEAK = "guarantee_below_peak"
 RULE_LARGE_JUMP = "large_jump"
 RULES = (
@@ -54,6 +56,7 @@ RULES = (
     RULE_PER_POD_MAX_LE_CAP,
     RULE_GUARANTEES_LE_CAPACITY,
     RULE_CAP_LE_SHARE,
+    RULE_MIG_LAYOUT,
     RULE_GUARANTEE_BELOW_PEAK,
     RULE_LARGE_JUMP,
 )
@@ -92,6 +95,10 @@ class ClusterFacts:
     backends: frozenset[str] = frozenset()
     # Resources counted in whole units (GPUs, MIG slices, HAMi vGPU memory and cores).
     whole_resources: frozenset[str] = frozenset()
+    # MIG-capable cards per model (quotas.mig.CARD_MODELS), and the MIG resources of those
+    # models: resource name -> (card model, profile). Empty: no MIG layout is checked.
+    gpu_cards: dict[str, int] = field(default_factory=dict)
+    mig_resources: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -249,6 +256,9 @@ def check_change(
         findings += _jump_findings(cluster, allocation, baseline, jump_factor=jump_factor)
     for resource in sorted({resource for _, resource in baselines}):
         findings += _capacity_sum_change(cluster, resource, before.values(), after.values())
+    findings += _mig_layout_change(
+        cluster, {resource for _, resource in baselines}, before.values(), after.values()
+    )
     return sort_findings(findings)
 
 
@@ -267,6 +277,8 @@ def check_plan(
     resources = set(cluster.capacities) | {resource for _, resource in plan}
     for resource in sorted(resources):
         findings += _capacity_sum_plan(cluster, resource, plan.values())
+    for model in sorted({model for model, _ in cluster.mig_resources.values()}):
+        findings += _mig_layout_findings(cluster, model, plan.values(), before=None)
     return sort_findings(findings)
 
 
@@ -595,3 +607,107 @@ def _capacity_sum_plan(
             ERROR, RULE_GUARANTEES_LE_CAPACITY, "guarantee", text, cluster.name, "", resource
         )
     ]
+
+
+# --------------------------------------------------------------------------------------------
+# MIG layouts
+
+
+def mig_demand(
+    cluster: ClusterFacts, model: str, allocations: Iterable[AllocationFacts]
+) -> dict[str, int]:
+    """The MIG instances guaranteed on the cluster's cards of ``model``, per profile."""
+    demand: dict[str, int] = {}
+    for a in allocations:
+        found = cluster.mig_resources.get(a.resource)
+        if found is not None and found[0] == model:
+            amount = a.guarantee + a.held
+            demand[found[1]] = demand.get(found[1], 0) + int(amount.to_integral_value())
+    return demand
+
+
+def _mig_layout_change(
+    cluster: ClusterFacts,
+    changed: set[str],
+    before: Iterable[AllocationFacts],
+    after: Iterable[AllocationFacts],
+) -> list[Finding]:
+    before, after = list(before), list(after)
+    models = sorted({cluster.mig_resources[r][0] for r in changed if r in cluster.mig_resources})
+    findings = []
+    for model in models:
+        findings += _mig_layout_findings(
+            cluster, model, after, before=mig_demand(cluster, model, before), changed=changed
+        )
+    return findings
+
+
+def _mig_layout_findings(
+    cluster: ClusterFacts,
+    model: str,
+    plan: Iterable[AllocationFacts],
+    *,
+    before: dict[str, int] | None,
+    changed: set[str] = frozenset(),
+) -> list[Finding]:
+    """Whether the guaranteed MIG instances of one card model can be cut from the cluster's
+    cards of it (quotas.mig.plan_layout). With ``before`` (a change): an error only when the
+    change raises the guarantee of some profile, else a warning, as for the capacity sum."""
+    cards = cluster.gpu_cards.get(model, 0)
+    resources = sorted(r for r, (m, _) in cluster.mig_resources.items() if m == model)
+    resource = next((r for r in resources if r in changed), resources[0])
+    demand = mig_demand(cluster, model, plan)
+    layout = plan_layout(model, cards, demand)
+    if layout.fits:
+        return []
+    values = {"cluster": cluster.name, "model": model, "cards": cards}
+    if layout.unknown:
+        text = Text.of(
+            gettext_noop(
+                "%(profiles)s: no MIG profile of %(model)s (its profiles: %(known)s), so "
+                "cluster %(cluster)s cannot cut it from its cards"
+            ),
+            profiles=", ".join(layout.unknown),
+            known=", ".join(p.name for p in CARD_MODELS[model].profiles),
+            **values,
+        )
+        resource = next(
+            (r for r in resources if cluster.mig_resources[r][1] in layout.unknown), resource
+        )
+    elif layout.cards_needed is not None:
+        text = Text.of(
+            gettext_noop(
+                "guaranteed MIG instances on cluster %(cluster)s (%(demand)s) cannot be cut "
+                "from its %(cards)s %(model)s cards: they take %(needed)s cards"
+            ),
+            demand=_demand_words(demand),
+            needed=layout.cards_needed,
+            **values,
+        )
+    elif not layout.proven and layout.at_least <= cards:
+        text = Text.of(
+            gettext_noop(
+                "guaranteed MIG instances on cluster %(cluster)s (%(demand)s): no layout on "
+                "its %(cards)s %(model)s cards was found within the search's limit"
+            ),
+            demand=_demand_words(demand),
+            **values,
+        )
+        return [Finding.of(WARNING, RULE_MIG_LAYOUT, "guarantee", text, cluster.name, "", resource)]
+    else:
+        text = Text.of(
+            gettext_noop(
+                "guaranteed MIG instances on cluster %(cluster)s (%(demand)s) cannot be cut "
+                "from its %(cards)s %(model)s cards: they take at least %(needed)s cards"
+            ),
+            demand=_demand_words(demand),
+            needed=layout.at_least,
+            **values,
+        )
+    raised = before is None or any(n > before.get(p, 0) for p, n in demand.items())
+    level = ERROR if raised else WARNING
+    return [Finding.of(level, RULE_MIG_LAYOUT, "guarantee", text, cluster.name, "", resource)]
+
+
+def _demand_words(demand: dict[str, int]) -> str:
+    return ", ".join(f"{n} × {p}" for p, n in sorted(demand.items()) if n)

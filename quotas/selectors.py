@@ -7,10 +7,12 @@ from decimal import Decimal
 
 from django.db.models import QuerySet, Sum
 
+from quotas.mig import CARD_MODELS, LayoutPlan, mig_profile_of, plan_layout
 from quotas.models import (
     Allocation,
     Cluster,
     ClusterCapacity,
+    Resource,
     Team,
     TeamMembership,
     TeamNamespace,
@@ -196,13 +198,27 @@ def cluster_facts(
     their resources)."""
     if capacities is None:
         capacities = list(cluster.capacities.select_related("resource"))
+    cards = {model: n for model, n in (cluster.gpu_cards or {}).items() if model in CARD_MODELS}
     return ClusterFacts(
         name=cluster.name,
         capacities={c.resource.name: c.capacity for c in capacities},
         max_cap_share=cluster.effective_max_cap_share,
         backends=frozenset(cluster.backends),
         whole_resources=frozenset(c.resource.name for c in capacities if c.resource.whole_units),
+        gpu_cards=cards,
+        mig_resources=mig_resources_of(cards, [c.resource for c in capacities]),
     )
+
+
+def mig_resources_of(cards: dict[str, int], resources) -> dict[str, tuple[str, str]]:
+    """The MIG resources among ``resources`` whose card model the cluster has cards of:
+    resource name -> (card model, profile)."""
+    found = {}
+    for resource in resources:
+        profile = mig_profile_of(resource.name)
+        if resource.kind == Resource.Kind.MIG and profile and resource.gpu_model in cards:
+            found[resource.name] = (resource.gpu_model, profile)
+    return found
 
 
 def allocation_facts(allocation: Allocation) -> AllocationFacts:
@@ -289,3 +305,19 @@ def plan_findings_of(clusters: list[Cluster], capacities: list[ClusterCapacity])
             allocations=allocations_of[cluster.pk],
         )
     return sort_findings(findings)
+
+
+def mig_layouts(cluster: Cluster, guaranteed: dict[str, Decimal], resources) -> list[LayoutPlan]:
+    """Per card model the cluster has, how the MIG instances guaranteed on it (``guaranteed``:
+    resource name -> sum of guarantees) are cut from its cards (quotas.mig.plan_layout)."""
+    cards = {model: n for model, n in (cluster.gpu_cards or {}).items() if model in CARD_MODELS}
+    mig = mig_resources_of(cards, resources)
+    plans = []
+    for model, count in sorted(cards.items()):
+        demand: dict[str, int] = {}
+        for resource, (of_model, profile) in mig.items():
+            if of_model == model:
+                amount = guaranteed.get(resource) or Decimal(0)
+                demand[profile] = demand.get(profile, 0) + int(amount.to_integral_value())
+        plans.append(plan_layout(model, count, demand))
+    return plans

@@ -35,6 +35,7 @@ from approvals.models import QuotaRequest
 from approvals.preview import RequestCheck, request_draft_check, request_revision_check
 from approvals.selectors import (
     CapacityImpact,
+    impact_mig_layouts,
     request_impact,
     request_lines,
     requests_visible_to,
@@ -248,6 +249,7 @@ class FormCheck:
     messages: list[dict] = field(default_factory=list)
     check: RequestCheck | None = None
     impact: list[CapacityImpact] = field(default_factory=list)
+    mig_layouts: list[dict] = field(default_factory=list)
 
     def forms(self) -> list:
         return [self.form, *self.formset.forms]
@@ -338,6 +340,7 @@ def _check_form(
     result.check = check
     team_id = draft.team_id if draft else data["team"].pk
     result.impact = request_impact(check.lines, team_id=team_id)
+    result.mig_layouts = impact_mig_layouts(result.impact)
     return result
 
 
@@ -399,6 +402,7 @@ def _impact_context(result: FormCheck) -> dict:
         "check": check,
         "blocked": result.blocked,
         "impact": result.impact,
+        "mig_layouts": result.mig_layouts,
         "policy_text": policy_text(check) if check else "",
         "clusters": check.clusters if check else None,
         "cluster_error": check.cluster_error if check else "",

@@ -12,7 +12,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods
 
-from approvals.selectors import request_impact, requests_visible_to
+from approvals.selectors import impact_mig_layouts, request_impact, requests_visible_to
 from approvals.suggestions import (
     request_from_suggestion,
     suggestion_check,
@@ -184,6 +184,9 @@ def _confirm_page(request: HttpRequest, suggestion) -> HttpResponse:
         check, refusal = None, exc.message
     else:
         refusal = ""
+    impact = (
+        request_impact(check.lines, team_id=suggestion.team_namespace.team_id) if check else None
+    )
     context = {
         "s": suggestion,
         "current": current,
@@ -192,8 +195,7 @@ def _confirm_page(request: HttpRequest, suggestion) -> HttpResponse:
         "refusal": refusal,
         "check": check,
         "policy_text": policy_text(check) if check else "",
-        "impact": request_impact(check.lines, team_id=suggestion.team_namespace.team_id)
-        if check
-        else None,
+        "impact": impact,
+        "mig_layouts": impact_mig_layouts(impact or []),
     }
     return render(request, "approvals/suggestion_confirm.html", context)

@@ -30,9 +30,10 @@ from overview.selectors import (
     plan_summary,
 )
 from quotas.kube.status import cluster_sync_status, open_sync_requests, recent_drift
+from quotas.mig_display import layout_cells
 from quotas.models import Cluster, ClusterCapacity, Team
 from quotas.roles import sees_everything
-from quotas.selectors import plan_findings_of
+from quotas.selectors import mig_layouts, plan_findings_of
 
 
 def _capacity_chart(block: ClusterLines, index: int, line, colours: dict[str, str]) -> dict:
@@ -121,6 +122,14 @@ def _cluster_context(request: HttpRequest, clusters: QuerySet[Cluster]) -> dict:
                 ],
                 "over_promised": block.over_promised,
                 "findings": findings.get(block.cluster.name, []),
+                "mig_layouts": [
+                    layout_cells(plan)
+                    for plan in mig_layouts(
+                        block.cluster,
+                        {line.resource: line.guaranteed for line in block.lines},
+                        [c.resource for c in capacities if c.cluster_id == block.cluster.pk],
+                    )
+                ],
                 "sync": sync.get(block.cluster.pk),
             }
         )

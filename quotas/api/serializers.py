@@ -96,6 +96,12 @@ class ClusterSerializer(serializers.ModelSerializer):
     max_cap_share = AmountField(source="effective_max_cap_share")
     resources = serializers.SerializerMethodField()
     backend_problems = serializers.SerializerMethodField()
+    gpu_cards = serializers.DictField(
+        child=serializers.IntegerField(),
+        read_only=True,
+        help_text='MIG-capable cards per model, e.g. {"A100 80GB": 4}: the MIG slices '
+        "guaranteed on the cluster must be cut from them (rule mig_layout).",
+    )
 
     class Meta:
         model = Cluster
@@ -109,6 +115,7 @@ class ClusterSerializer(serializers.ModelSerializer):
             "plan_generation",
             "resources",
             "backend_problems",
+            "gpu_cards",
         ]
 
     @extend_schema_field(

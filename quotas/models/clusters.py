@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from common.amounts import format_amount
+from quotas.mig import CARD_MODELS
 from quotas.models.fields import (
     ZERO,
     amount_field,
@@ -17,6 +18,29 @@ from quotas.models.fields import (
     resource_name_validator,
 )
 from quotas.rules import whole_number_error
+
+MAX_CARDS = 100_000
+
+
+def gpu_cards_validator(value) -> None:
+    """``{model: count}``: models of quotas.mig.CARD_MODELS, counts whole and positive."""
+    if not isinstance(value, dict):
+        raise ValidationError(
+            _('give the cards as {"model": count}, e.g. {"A100 80GB": 4}'), code="invalid"
+        )
+    for model, count in value.items():
+        if model not in CARD_MODELS:
+            raise ValidationError(
+                _("%(model)s is not a MIG-capable card the portal knows (known: %(known)s)"),
+                code="invalid",
+                params={"model": model, "known": ", ".join(CARD_MODELS)},
+            )
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 < count <= MAX_CARDS:
+            raise ValidationError(
+                _("the count of %(model)s cards must be a whole number from 1 to %(max)s"),
+                code="invalid",
+                params={"model": model, "max": MAX_CARDS},
+            )
 
 
 class Cluster(models.Model):
@@ -57,6 +81,18 @@ class Cluster(models.Model):
     )
     # Only for the sandbox connection: where the sandbox API listens (defaults to KUBE_SANDBOX_URL).
     sandbox_url = models.URLField(blank=True, verbose_name=_("sandbox url"))
+    # The MIG-capable cards the cluster has, per model of quotas.mig.CARD_MODELS, e.g.
+    # {"A100 80GB": 4}: the MIG slices guaranteed must be cut from them (quotas.rules).
+    gpu_cards = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[gpu_cards_validator],
+        help_text=_(
+            'MIG-capable cards per model, e.g. {"A100 80GB": 4}: the MIG slices guaranteed on '
+            "the cluster must be cut from them."
+        ),
+        verbose_name=_("MIG-capable cards"),
+    )
 
     # ResourceQuotas are always written; these add scheduler queues.
     volcano_enabled = models.BooleanField(_("Volcano"), default=False)

@@ -34,5 +34,6 @@ def test_the_console_handler_filters_refusals():
     console = settings.LOGGING["handlers"]["console"]
     assert "refusals" in console["filters"]
     assert settings.LOGGING["filters"]["refusals"]["()"] == "portal.logs.RefusalsWithoutTraceback"
-    handler = next(h for h in logging.getLogger().handlers if isinstance(h, logging.StreamHandler))
+    # The handler the settings named "console" (pytest adds stream handlers of its own).
+    handler = next(h for h in logging.getLogger().handlers if h.get_name() == "console")
     assert any(isinstance(f, RefusalsWithoutTraceback) for f in handler.filters)

@@ -74,6 +74,10 @@ CLUSTERS = [
 
 # What Kueue may admit in cpu (cores) and memory (GiB): the demo-mig cluster's 4 nodes.
 KUEUE_POOLS = {"demo-mig": (Decimal(256), Decimal(2048))}
+# The MIG-capable cards of a cluster: the demo-mig cluster's 4 A100 80GB, from which its
+# guaranteed slices must be cut (14 1g.10gb and 4 3g.40gb can be: two cards of seven 1g, two
+# of two 3g).
+GPU_CARDS = {"demo-mig": {"A100 80GB": 4}}
 
 # The seed document's example: 16 A100, team A 6/10, team B 4/6, team C 2/4.
 NAMESPACES = [
@@ -208,6 +212,7 @@ class Command(BaseCommand):
                         "yunikorn_enabled": yunikorn,
                         "kueue_cpu_pool": cpu_pool,
                         "kueue_memory_pool_gib": memory_pool,
+                        "gpu_cards": GPU_CARDS.get(name, {}),
                     },
                 ),
                 acting_user=None,
