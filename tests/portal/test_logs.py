@@ -2,6 +2,7 @@
 the console handler of settings.LOGGING)."""
 
 import logging
+import logging.config
 import sys
 
 from django.conf import settings
@@ -34,6 +35,15 @@ def test_the_console_handler_filters_refusals():
     console = settings.LOGGING["handlers"]["console"]
     assert "refusals" in console["filters"]
     assert settings.LOGGING["filters"]["refusals"]["()"] == "portal.logs.RefusalsWithoutTraceback"
-    # The handler the settings named "console" (pytest adds stream handlers of its own).
-    handler = next(h for h in logging.getLogger().handlers if h.get_name() == "console")
-    assert any(isinstance(f, RefusalsWithoutTraceback) for f in handler.filters)
+    # Build the handlers from the settings as Django does at start-up. Other tests (an
+    # in-process Celery worker, pytest's capture) replace the root logger's handlers, so
+    # the live ones are put back afterwards rather than looked up.
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    try:
+        logging.config.dictConfig(settings.LOGGING)
+        handler = next(h for h in root.handlers if h.get_name() == "console")
+        assert any(isinstance(f, RefusalsWithoutTraceback) for f in handler.filters)
+    finally:
+        root.handlers[:] = saved_handlers
+        root.setLevel(saved_level)
