@@ -176,6 +176,9 @@ LISTED_LINE_FIELDS = (
     "decided_guarantee",
     "decided_cap",
     "decided_per_pod_max",
+    # The highest priority class's share (quotas.rules) asks which classes a line allows.
+    "requested_priority_classes",
+    "decided_priority_classes",
 )
 
 

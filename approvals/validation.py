@@ -25,7 +25,12 @@ from quotas.rules import (
     UsageFacts,
     check_change,
 )
-from quotas.selectors import allocation_facts_rows, cluster_facts, mig_resources_of
+from quotas.selectors import (
+    allocation_facts_rows,
+    cluster_facts,
+    mig_resources_of,
+    top_priority_classes,
+)
 from quotas.texts import localized_messages
 from usage.selectors import typical_daily_peaks
 
@@ -166,10 +171,15 @@ def _load_plans(
             allocations[cluster_id][(facts.namespace, facts.resource)] = facts
     _with_grants(clusters, read, allocations, exclude_request_id)
     plans = {}
+    top_classes = (
+        top_priority_classes()
+        if any(c.effective_top_priority_share is not None for c in clusters.values())
+        else frozenset()
+    )
     for cluster_id in sorted(resources_by_cluster):
         cluster = clusters[cluster_id]
         plans[cluster_id] = _ClusterPlan(
-            facts=cluster_facts(cluster, capacities_of[cluster_id]),
+            facts=cluster_facts(cluster, capacities_of[cluster_id], top_classes=top_classes),
             allocations=allocations[cluster_id],
             usage=tuple(typical_daily_peaks(cluster=cluster, today=timezone.localdate()))
             if with_usage
@@ -209,6 +219,7 @@ def _check(
         guarantee = line.final_guarantee if final else line.requested_guarantee
         cap = line.final_cap if final else line.requested_cap
         per_pod = line.final_per_pod_max if final else line.requested_per_pod_max
+        classes = line.final_priority_classes if final else line.requested_priority_classes
         changes.append(
             PlanChange(
                 cluster=plan.facts.name,
@@ -218,6 +229,7 @@ def _check(
                 cap=Decimal(cap),
                 per_pod_max=per_pod,
                 current=allocations.get((line.team_namespace.name, line.resource.name)),
+                priority_classes=frozenset(classes or ()),
             )
         )
     return check_change(
@@ -293,6 +305,7 @@ def requests_fit_problems(
             per_pod_max=line.final_per_pod_max,
             workload_class=base.workload_class if base else line.team_namespace.workload_class,
             held=base.held if base else Decimal(0),
+            priority_classes=frozenset(line.final_priority_classes or ()),
         )
     problems = {}
     for request in requests:

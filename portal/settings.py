@@ -207,6 +207,13 @@ READYZ_BROKER_TIMEOUT = env.float("READYZ_BROKER_TIMEOUT", default=3.0)
 # --- Quota rules and clusters -------------------------------------------------------------------
 # Default share of a cluster's capacity one namespace's cap may reach; clusters may override it.
 QUOTA_DEFAULT_MAX_CAP_SHARE = env.float("QUOTA_DEFAULT_MAX_CAP_SHARE", default=0.5)
+# Default share of each resource's capacity that namespaces allowed the highest priority class
+# may be guaranteed (empty: no limit); clusters may set their own.
+QUOTA_DEFAULT_TOP_PRIORITY_SHARE = (
+    env.float("QUOTA_DEFAULT_TOP_PRIORITY_SHARE")
+    if env.str("QUOTA_DEFAULT_TOP_PRIORITY_SHARE", default="")
+    else None
+)
 # Kubernetes API of the sandbox cluster (the demo and tests); `make run` starts it on this URL.
 KUBE_SANDBOX_URL = env.str("KUBE_SANDBOX_URL", default="http://127.0.0.1:8001")
 # Real schemas of every object the portal writes (Kubernetes, Volcano, Kueue).

@@ -302,7 +302,7 @@ class ClusterAdmin(SaveThroughServiceMixin, ServiceDeletesMixin, admin.ModelAdmi
             "Scheduler backends",
             {"fields": ["volcano_enabled", "kueue_enabled", "yunikorn_enabled"]},
         ),
-        ("Rules", {"fields": ["max_cap_share", "gpu_cards"]}),
+        ("Rules", {"fields": ["max_cap_share", "top_priority_share", "gpu_cards"]}),
         (
             "Sync",
             {

@@ -1,4 +1,5 @@
-"""System checks of the audit log's integrity settings (`manage.py check [--deploy]`)."""
+"""System checks of the audit log's integrity settings and the plan rules' defaults
+(`manage.py check [--deploy]`)."""
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
@@ -64,3 +65,22 @@ def audit_anchor_deploy(app_configs, **kwargs) -> list:
             id="quotas.E003",
         )
     ]
+
+
+@register()
+def quota_share_defaults(app_configs, **kwargs) -> list:
+    """The portal-wide shares the plan rules use are within (0, 1]."""
+    errors = []
+    for name in ("QUOTA_DEFAULT_MAX_CAP_SHARE", "QUOTA_DEFAULT_TOP_PRIORITY_SHARE"):
+        value = getattr(settings, name)
+        if value is None and name == "QUOTA_DEFAULT_TOP_PRIORITY_SHARE":
+            continue
+        if not isinstance(value, (int, float)) or not 0 < value <= 1:
+            errors.append(
+                Error(
+                    f"{name} is {value!r}: it must be a share above 0 and at most 1 "
+                    "(0.5 is half of the capacity).",
+                    id="quotas.E010",
+                )
+            )
+    return errors

@@ -23,7 +23,7 @@ from quotas.services import clusters_plan_changed, deleted_or_refused, model_che
 # Fields that only describe the cluster to people: a change of the others changes what is
 # written to it (or how it is reached), so the cluster is synced.
 CLUSTER_DESCRIPTIVE_FIELDS = frozenset(
-    {"display_name", "description", "max_cap_share", "gpu_cards"}
+    {"display_name", "description", "max_cap_share", "top_priority_share", "gpu_cards"}
 )
 
 
@@ -60,6 +60,7 @@ def _cluster_state(cluster: Cluster) -> dict:
         "kueue_enabled": cluster.kueue_enabled,
         "yunikorn_enabled": cluster.yunikorn_enabled,
         "max_cap_share": _pool(cluster.max_cap_share),
+        "top_priority_share": _pool(cluster.top_priority_share),
         "kueue_cohort": cluster.kueue_cohort,
         "kueue_cpu_pool": _pool(cluster.kueue_cpu_pool),
         "kueue_memory_pool_gib": _pool(cluster.kueue_memory_pool_gib),

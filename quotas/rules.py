@@ -45,6 +45,7 @@ RULE_PER_POD_MAX_LE_CAP = "per_pod_max_le_cap"
 RULE_GUARANTEES_LE_CAPACITY = "guarantees_le_capacity"
 RULE_CAP_LE_SHARE = "cap_le_share"
 RULE_MIG_LAYOUT = "mig_layout"
+RULE_TOP_PRIORITY_SHARE = "top_priority_share"
 RULE_GUARANTEE_BELOW_PEAK = "guarantee_below_peak"
 RULE_LARGE_JUMP = "large_jump"
 RULES = (
@@ -57,6 +58,7 @@ RULES = (
     RULE_GUARANTEES_LE_CAPACITY,
     RULE_CAP_LE_SHARE,
     RULE_MIG_LAYOUT,
+    RULE_TOP_PRIORITY_SHARE,
     RULE_GUARANTEE_BELOW_PEAK,
     RULE_LARGE_JUMP,
 )
@@ -99,6 +101,11 @@ class ClusterFacts:
     # models: resource name -> (card model, profile). Empty: no MIG layout is checked.
     gpu_cards: dict[str, int] = field(default_factory=dict)
     mig_resources: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # The largest share of a resource's capacity that may be guaranteed to namespaces whose
+    # pods may use the highest priority class (``top_priority_classes``: the classes of the
+    # highest value). None: no limit.
+    top_priority_share: Decimal | None = None
+    top_priority_classes: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -118,6 +125,8 @@ class AllocationFacts:
     # gives back at its end. Both land on top of whatever the allocation is then, so a
     # change of the allocation keeps it, and it counts in the capacity sum.
     held: Decimal = Decimal(0)
+    # The PriorityClasses the namespace's pods may use with this resource.
+    priority_classes: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -131,6 +140,8 @@ class PlanChange:
     cap: Decimal
     per_pod_max: Decimal | None = None
     current: AllocationFacts | None = None
+    # The classes the allocation will allow; None keeps those it has.
+    priority_classes: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -147,7 +158,7 @@ class UsageFacts:
 class Finding:
     level: str  # ERROR or WARNING
     rule: str  # one of RULES
-    field: str  # "guarantee", "cap", "per_pod_max" or "resource"
+    field: str  # "guarantee", "cap", "per_pod_max", "priority_classes" or "resource"
     message: str  # ``text`` in the language active when the finding was made
     cluster: str
     namespace: str  # "" for findings about a whole cluster and resource
@@ -256,6 +267,7 @@ def check_change(
         findings += _jump_findings(cluster, allocation, baseline, jump_factor=jump_factor)
     for resource in sorted({resource for _, resource in baselines}):
         findings += _capacity_sum_change(cluster, resource, before.values(), after.values())
+        findings += _top_priority_findings(cluster, resource, after.values(), before.values())
     findings += _mig_layout_change(
         cluster, {resource for _, resource in baselines}, before.values(), after.values()
     )
@@ -277,6 +289,7 @@ def check_plan(
     resources = set(cluster.capacities) | {resource for _, resource in plan}
     for resource in sorted(resources):
         findings += _capacity_sum_plan(cluster, resource, plan.values())
+        findings += _top_priority_findings(cluster, resource, plan.values(), None)
     for model in sorted({model for model, _ in cluster.mig_resources.values()}):
         findings += _mig_layout_findings(cluster, model, plan.values(), before=None)
     return sort_findings(findings)
@@ -301,6 +314,8 @@ def _applied(
         "cap": change.cap,
         "per_pod_max": change.per_pod_max,
     }
+    if change.priority_classes is not None:
+        values["priority_classes"] = frozenset(change.priority_classes)
     if template is not None:
         return replace(template, cluster=cluster.name, **values)
     return AllocationFacts(
@@ -605,6 +620,86 @@ def _capacity_sum_plan(
     return [
         Finding.of(
             ERROR, RULE_GUARANTEES_LE_CAPACITY, "guarantee", text, cluster.name, "", resource
+        )
+    ]
+
+
+def top_priority_guaranteed(
+    cluster: ClusterFacts, resource: str, allocations: Iterable[AllocationFacts]
+) -> Decimal:
+    """The guarantee of ``resource`` held by namespaces whose pods may use a highest class."""
+    top = cluster.top_priority_classes
+    return sum(
+        (
+            a.guarantee + a.held
+            for a in allocations
+            if a.resource == resource and top & a.priority_classes
+        ),
+        ZERO,
+    )
+
+
+def _top_priority_findings(
+    cluster: ClusterFacts,
+    resource: str,
+    plan: Iterable[AllocationFacts],
+    before: Iterable[AllocationFacts] | None,
+) -> list[Finding]:
+    """The highest priority class used sparingly: what namespaces allowed it are guaranteed
+    stays within the cluster's share of the capacity. With ``before`` (a change): an error
+    only when the change raises that sum, else a warning, as for the capacity sum."""
+    share, capacity = cluster.top_priority_share, cluster.capacities.get(resource)
+    if share is None or not cluster.top_priority_classes or not capacity:
+        return []
+    limit = share * capacity
+    total = top_priority_guaranteed(cluster, resource, plan)
+    if total <= limit:
+        return []
+    old = None if before is None else top_priority_guaranteed(cluster, resource, before)
+    values = {
+        "cluster": cluster.name,
+        "classes": ", ".join(sorted(cluster.top_priority_classes)),
+        "total": format_amount(total),
+        "resource": resource,
+        "share": _percent(share),
+        "capacity": format_amount(capacity),
+        "max": format_amount(limit),
+    }
+    if old is None:
+        text = Text.of(
+            gettext_noop(
+                "namespaces allowed the highest priority class (%(classes)s) on cluster "
+                "%(cluster)s are guaranteed %(total)s %(resource)s, above %(share)s of its "
+                "capacity %(capacity)s (max %(max)s, over by %(over)s)"
+            ),
+            over=format_amount(total - limit),
+            **values,
+        )
+        level = ERROR
+    elif total <= old:
+        text = Text.of(
+            gettext_noop(
+                "namespaces allowed the highest priority class (%(classes)s) on cluster "
+                "%(cluster)s are guaranteed %(total)s %(resource)s, above %(share)s of its "
+                "capacity %(capacity)s (max %(max)s); not blocking, this change does not "
+                "raise it"
+            ),
+            **values,
+        )
+        level = WARNING
+    else:
+        text = Text.of(
+            gettext_noop(
+                "namespaces allowed the highest priority class (%(classes)s) on cluster "
+                "%(cluster)s would be guaranteed %(total)s %(resource)s, above %(share)s of "
+                "its capacity %(capacity)s (max %(max)s): give the highest class sparingly"
+            ),
+            **values,
+        )
+        level = ERROR
+    return [
+        Finding.of(
+            level, RULE_TOP_PRIORITY_SHARE, "priority_classes", text, cluster.name, "", resource
         )
     ]
 

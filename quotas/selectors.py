@@ -12,13 +12,21 @@ from quotas.models import (
     Allocation,
     Cluster,
     ClusterCapacity,
+    PriorityClass,
     Resource,
     Team,
     TeamMembership,
     TeamNamespace,
 )
 from quotas.roles import AnyUser, is_platform_admin, sees_everything
-from quotas.rules import AllocationFacts, ClusterFacts, Finding, check_plan, sort_findings
+from quotas.rules import (
+    AllocationFacts,
+    ClusterFacts,
+    Finding,
+    check_plan,
+    sort_findings,
+    top_priority_guaranteed,
+)
 
 
 def _children_below(team_ids: set[int]) -> dict[int, set[int]]:
@@ -191,13 +199,28 @@ def capacity_summary(*, cluster_ids: list[int] | None = None) -> list[CapacityLi
     return lines
 
 
+def top_priority_classes() -> frozenset[str]:
+    """The priority classes of the highest value (one query; empty when none is defined)."""
+    top = PriorityClass.objects.order_by("-value").values_list("value", flat=True).first()
+    if top is None:
+        return frozenset()
+    return frozenset(PriorityClass.objects.filter(value=top).values_list("name", flat=True))
+
+
 def cluster_facts(
-    cluster: Cluster, capacities: list[ClusterCapacity] | None = None
+    cluster: Cluster,
+    capacities: list[ClusterCapacity] | None = None,
+    *,
+    top_classes: frozenset[str] | None = None,
 ) -> ClusterFacts:
     """What the plan rules need to know of a cluster (its capacities read unless given, with
-    their resources)."""
+    their resources; the highest priority classes read unless given, and only when the
+    cluster limits their share)."""
     if capacities is None:
         capacities = list(cluster.capacities.select_related("resource"))
+    top_share = cluster.effective_top_priority_share
+    if top_share is not None and top_classes is None:
+        top_classes = top_priority_classes()
     cards = {model: n for model, n in (cluster.gpu_cards or {}).items() if model in CARD_MODELS}
     return ClusterFacts(
         name=cluster.name,
@@ -207,6 +230,8 @@ def cluster_facts(
         whole_resources=frozenset(c.resource.name for c in capacities if c.resource.whole_units),
         gpu_cards=cards,
         mig_resources=mig_resources_of(cards, [c.resource for c in capacities]),
+        top_priority_share=top_share,
+        top_priority_classes=top_classes if top_share is not None else frozenset(),
     )
 
 
@@ -233,6 +258,7 @@ def allocation_facts(allocation: Allocation) -> AllocationFacts:
         per_pod_max=allocation.per_pod_max,
         workload_class=ns.workload_class,
         unit=allocation.resource.unit,
+        priority_classes=frozenset(allocation.priority_classes or ()),
     )
 
 
@@ -249,6 +275,7 @@ _FACT_COLUMNS = (
     "per_pod_max",
     "team_namespace__workload_class",
     "resource__unit",
+    "priority_classes",
 )
 
 
@@ -257,7 +284,9 @@ def allocation_facts_rows(
 ) -> Iterator[tuple[int, int, AllocationFacts]]:
     """(cluster id, resource id, facts) of each allocation, as allocation_facts gives them."""
     for cluster_id, resource_id, *values in allocations.values_list(*_FACT_COLUMNS):
-        cluster, namespace, resource, guarantee, cap, per_pod_max, workload_class, unit = values
+        cluster, namespace, resource, guarantee, cap, per_pod_max, workload_class, unit, classes = (
+            values
+        )
         yield (
             cluster_id,
             resource_id,
@@ -270,6 +299,7 @@ def allocation_facts_rows(
                 per_pod_max=per_pod_max,
                 workload_class=workload_class,
                 unit=unit,
+                priority_classes=frozenset(classes or ()),
             ),
         )
 
@@ -299,9 +329,14 @@ def plan_findings_of(clusters: list[Cluster], capacities: list[ClusterCapacity])
     for cluster_id, _resource_id, facts in allocation_facts_rows(allocations):
         allocations_of[cluster_id].append(facts)
     findings: list[Finding] = []
+    top_classes = (
+        top_priority_classes()
+        if any(c.effective_top_priority_share is not None for c in clusters)
+        else frozenset()
+    )
     for cluster in clusters:
         findings += check_plan(
-            cluster=cluster_facts(cluster, capacities_of[cluster.pk]),
+            cluster=cluster_facts(cluster, capacities_of[cluster.pk], top_classes=top_classes),
             allocations=allocations_of[cluster.pk],
         )
     return sort_findings(findings)
@@ -321,3 +356,70 @@ def mig_layouts(cluster: Cluster, guaranteed: dict[str, Decimal], resources) -> 
                 demand[profile] = demand.get(profile, 0) + int(amount.to_integral_value())
         plans.append(plan_layout(model, count, demand))
     return plans
+
+
+@dataclass(frozen=True)
+class TopPriorityUse:
+    """What namespaces allowed the highest priority class are guaranteed of one resource of a
+    cluster, against the cluster's limit (rule top_priority_share)."""
+
+    cluster: str
+    resource: str
+    classes: tuple[str, ...]
+    guaranteed: Decimal
+    capacity: Decimal
+    share: Decimal  # the limit, a share of the capacity
+
+    @property
+    def limit(self) -> Decimal:
+        return self.share * self.capacity
+
+    @property
+    def over(self) -> bool:
+        return self.guaranteed > self.limit
+
+    @property
+    def used_share(self) -> Decimal:
+        return self.guaranteed / self.capacity if self.capacity else Decimal(0)
+
+
+def top_priority_use(
+    clusters: list[Cluster], capacities: list[ClusterCapacity]
+) -> dict[str, list[TopPriorityUse]]:
+    """Per cluster name, each resource's :class:`TopPriorityUse`, for the clusters that limit
+    the highest class's share (two queries, none when no cluster does)."""
+    limited = {c.pk: c for c in clusters if c.effective_top_priority_share is not None}
+    if not limited:
+        return {}
+    top = top_priority_classes()
+    if not top:
+        return {}
+    allocations = Allocation.objects.filter(team_namespace__cluster_id__in=list(limited)).order_by()
+    plans: dict[int, list[AllocationFacts]] = defaultdict(list)
+    for cluster_id, _resource_id, facts in allocation_facts_rows(allocations):
+        plans[cluster_id].append(facts)
+    found: dict[str, list[TopPriorityUse]] = defaultdict(list)
+    for capacity in sorted(capacities, key=lambda c: c.resource.name):
+        cluster = limited.get(capacity.cluster_id)
+        if cluster is None or not capacity.capacity:
+            continue
+        facts = ClusterFacts(
+            name=cluster.name,
+            capacities={},
+            max_cap_share=cluster.effective_max_cap_share,
+            top_priority_share=cluster.effective_top_priority_share,
+            top_priority_classes=top,
+        )
+        found[cluster.name].append(
+            TopPriorityUse(
+                cluster=cluster.name,
+                resource=capacity.resource.name,
+                classes=tuple(sorted(top)),
+                guaranteed=top_priority_guaranteed(
+                    facts, capacity.resource.name, plans[cluster.pk]
+                ),
+                capacity=capacity.capacity,
+                share=cluster.effective_top_priority_share,
+            )
+        )
+    return dict(found)

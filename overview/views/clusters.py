@@ -33,7 +33,7 @@ from quotas.kube.status import cluster_sync_status, open_sync_requests, recent_d
 from quotas.mig_display import layout_cells
 from quotas.models import Cluster, ClusterCapacity, Team
 from quotas.roles import sees_everything
-from quotas.selectors import mig_layouts, plan_findings_of
+from quotas.selectors import mig_layouts, plan_findings_of, top_priority_use
 
 
 def _capacity_chart(block: ClusterLines, index: int, line, colours: dict[str, str]) -> dict:
@@ -87,6 +87,26 @@ def _line_cells(line: ResourceLine, chart: dict) -> dict:
     }
 
 
+def _top_priority_cells(use) -> dict:
+    """One resource's guarantee at the highest priority class against the cluster's limit."""
+    return {
+        "use": use,
+        "text": _(
+            "%(resource)s: %(guaranteed)s of %(capacity)s guaranteed to namespaces allowed "
+            "%(classes)s (%(used)s%%; at most %(share)s%%, %(limit)s)"
+        )
+        % {
+            "resource": use.resource,
+            "guaranteed": format_amount(use.guaranteed),
+            "capacity": format_amount(use.capacity),
+            "classes": ", ".join(use.classes),
+            "used": format_amount(round(use.used_share * 100, 1)),
+            "share": format_amount(use.share * 100),
+            "limit": format_amount(use.limit),
+        },
+    }
+
+
 def _cluster_context(request: HttpRequest, clusters: QuerySet[Cluster]) -> dict:
     user = request.user
     everything = sees_everything(user)
@@ -107,6 +127,7 @@ def _cluster_context(request: HttpRequest, clusters: QuerySet[Cluster]) -> dict:
     findings = defaultdict(list)
     for finding in findings_visible_to(user, plan_findings_of(cluster_list, capacities)):
         findings[finding.cluster].append(finding)
+    top_priority = top_priority_use(cluster_list, capacities)
     blocks, chart_data = [], []
     colours = team_colours(Team.objects.values_list("slug", flat=True))
     for block in overview:
@@ -129,6 +150,9 @@ def _cluster_context(request: HttpRequest, clusters: QuerySet[Cluster]) -> dict:
                         {line.resource: line.guaranteed for line in block.lines},
                         [c.resource for c in capacities if c.cluster_id == block.cluster.pk],
                     )
+                ],
+                "top_priority": [
+                    _top_priority_cells(use) for use in top_priority.get(block.cluster.name, [])
                 ],
                 "sync": sync.get(block.cluster.pk),
             }

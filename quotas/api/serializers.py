@@ -94,6 +94,12 @@ class CapacityLineSerializer(serializers.Serializer):
 class ClusterSerializer(serializers.ModelSerializer):
     backends = serializers.ListField(child=serializers.CharField(), read_only=True)
     max_cap_share = AmountField(source="effective_max_cap_share")
+    top_priority_share = AmountField(
+        source="effective_top_priority_share",
+        allow_null=True,
+        help_text="Largest share of each resource's capacity that namespaces allowed the "
+        "highest priority class may be guaranteed (rule top_priority_share); null: no limit.",
+    )
     resources = serializers.SerializerMethodField()
     backend_problems = serializers.SerializerMethodField()
     gpu_cards = serializers.DictField(
@@ -112,6 +118,7 @@ class ClusterSerializer(serializers.ModelSerializer):
             "sync_mode",
             "backends",
             "max_cap_share",
+            "top_priority_share",
             "plan_generation",
             "resources",
             "backend_problems",

@@ -43,6 +43,19 @@ def gpu_cards_validator(value) -> None:
             )
 
 
+def share_field(verbose_name, help_text) -> models.DecimalField:
+    """An optional share of a cluster's capacity, above 0 and at most 1 (empty: the default)."""
+    return models.DecimalField(
+        verbose_name,
+        max_digits=4,
+        decimal_places=3,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0.01")), MaxValueValidator(Decimal("1"))],
+        help_text=help_text,
+    )
+
+
 class Cluster(models.Model):
     class Environment(models.TextChoices):
         TEST = "test", _("Test")
@@ -155,16 +168,19 @@ class Cluster(models.Model):
         default=0, editable=False, verbose_name=_("plan generation")
     )
 
-    max_cap_share = models.DecimalField(
+    max_cap_share = share_field(
         _("max cap share"),
-        max_digits=4,
-        decimal_places=3,
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(Decimal("0.01")), MaxValueValidator(Decimal("1"))],
-        help_text=_(
+        _(
             "Largest share of capacity one namespace's cap may reach; "
             "empty uses the portal default (QUOTA_DEFAULT_MAX_CAP_SHARE)."
+        ),
+    )
+    top_priority_share = share_field(
+        _("top priority share"),
+        _(
+            "Largest share of each resource's capacity that may be guaranteed to namespaces "
+            "allowed the highest priority class; empty uses the portal default "
+            "(QUOTA_DEFAULT_TOP_PRIORITY_SHARE, no limit unless set)."
         ),
     )
 
@@ -180,6 +196,11 @@ class Cluster(models.Model):
                 condition=Q(max_cap_share__isnull=True)
                 | Q(max_cap_share__gt=0, max_cap_share__lte=1),
                 name="cluster_max_cap_share_in_0_1",
+            ),
+            models.CheckConstraint(
+                condition=Q(top_priority_share__isnull=True)
+                | Q(top_priority_share__gt=0, top_priority_share__lte=1),
+                name="cluster_top_priority_share_in_0_1",
             ),
             models.CheckConstraint(
                 condition=~Q(connection="kubeconfig") | ~Q(kubeconfig_path=""),
@@ -211,6 +232,15 @@ class Cluster(models.Model):
         if self.max_cap_share is not None:
             return self.max_cap_share
         return Decimal(str(settings.QUOTA_DEFAULT_MAX_CAP_SHARE))
+
+    @property
+    def effective_top_priority_share(self) -> Decimal | None:
+        """The cluster's limit on what the highest priority class is guaranteed, else the
+        portal's default (None: no limit)."""
+        if self.top_priority_share is not None:
+            return self.top_priority_share
+        default = settings.QUOTA_DEFAULT_TOP_PRIORITY_SHARE
+        return None if default is None else Decimal(str(default))
 
 
 class Resource(models.Model):

@@ -78,6 +78,9 @@ KUEUE_POOLS = {"demo-mig": (Decimal(256), Decimal(2048))}
 # guaranteed slices must be cut (14 1g.10gb and 4 3g.40gb can be: two cards of seven 1g, two
 # of two 3g).
 GPU_CARDS = {"demo-mig": {"A100 80GB": 4}}
+# The highest priority class used sparingly (the seed document: not everything at the top):
+# at most 40% of each resource may be guaranteed to namespaces allowed production-inference.
+TOP_PRIORITY_SHARE = Decimal("0.4")
 
 # The seed document's example: 16 A100, team A 6/10, team B 4/6, team C 2/4.
 NAMESPACES = [
@@ -213,6 +216,7 @@ class Command(BaseCommand):
                         "kueue_cpu_pool": cpu_pool,
                         "kueue_memory_pool_gib": memory_pool,
                         "gpu_cards": GPU_CARDS.get(name, {}),
+                        "top_priority_share": TOP_PRIORITY_SHARE,
                     },
                 ),
                 acting_user=None,
