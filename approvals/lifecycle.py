@@ -47,7 +47,7 @@ from common.amounts import format_amount
 from common.errors import NotAllowed, ValidationFailed
 from quotas.audit.chain import audit_record
 from quotas.kube.live_usage import team_usage_now
-from quotas.locks import lock_capacities
+from quotas.locks import lock_capacities, lock_team_budget
 from quotas.models import Allocation, SyncRequest, Team, TeamNamespace
 from quotas.services import allocation_set, allocation_values_check, cluster_sync_request
 from usage.locks import lock_suggestion
@@ -168,6 +168,8 @@ def request_create(
     lines = list(lines)
     usage_now = team_usage_now(team) if submit else None  # no network call under a lock
     with transaction.atomic():
+        if submit:
+            lock_team_budget(team.pk)  # first: the lock order of every decision
         if suggestion is not None:
             _refuse_second_request_from(suggestion)
         if submit:
@@ -240,8 +242,10 @@ def request_revise(
         usage_now = team_usage_now(request.team)
     with transaction.atomic():
         if submit:
-            # The lock order of every decision: capacity rows (of the old lines and the new
-            # ones) before the request row, or a revise-and-submit and an approval deadlock.
+            # The lock order of every decision: the team's budget, capacity rows (of the old
+            # lines and the new ones) before the request row, or a revise-and-submit and an
+            # approval deadlock.
+            lock_team_budget(request.team_id)
             namespace_clusters = dict(
                 TeamNamespace.objects.filter(
                     pk__in={line.team_namespace_id for line in lines}

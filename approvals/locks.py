@@ -1,10 +1,17 @@
-"""Row locks of request decisions, in the order portal.locks.LOCK_ORDER states: the capacity
-rows the request draws on, the request, then its allocations and clusters; the audit chain head
-(taken by every audit write) stays the last lock.
+"""Row locks of request decisions, in the order portal.locks.LOCK_ORDER states: the team's
+budget (its row and those above it), the capacity rows the request draws on, the request, then
+its allocations and clusters; the audit chain head (taken by every audit write) stays the last
+lock.
 """
 
 from approvals.models import ApprovalPolicy, QuotaRequest
-from quotas.locks import SELF, lock_allocations, lock_capacities, lock_clusters
+from quotas.locks import (
+    SELF,
+    lock_allocations,
+    lock_capacities,
+    lock_clusters,
+    lock_team_budget,
+)
 
 
 def lock_request(request_id: int) -> QuotaRequest:
@@ -16,7 +23,10 @@ def lock_request_capacity(request: QuotaRequest) -> None:
 
     Every path that changes allocations of a request locks these before the request row,
     so two admins approving competing requests serialize instead of both seeing free GPUs.
+    Before them, the team and the teams above it, whose ceilings over every cluster the
+    request counts against.
     """
+    lock_team_budget(request.team_id)
     lock_capacities(request.lines.values_list("team_namespace__cluster_id", "resource_id"))
 
 

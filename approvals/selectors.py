@@ -166,8 +166,13 @@ LISTED_LINE_FIELDS = (
     "team_namespace__name",
     "team_namespace__workload_class",
     "team_namespace__cluster__name",
+    # The team's ceiling over every cluster (quotas.budgets) asks whose line it is and how
+    # many GPUs a unit of its resource counts as.
+    "team_namespace__team_id",
     "resource__name",
     "resource__unit",
+    "resource__kind",
+    "resource__gpu_model",
     "current_guarantee",
     "current_cap",
     "requested_guarantee",

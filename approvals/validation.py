@@ -11,11 +11,13 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from fractions import Fraction
 
-from django.db.models import Q
 from django.utils import timezone
 
+from approvals.budgets import gpus_of, held_caps, holding_grant_lines
 from approvals.models import QuotaRequest, RequestLine
+from quotas.budgets import CeilingChange, check_ceilings
 from quotas.models import Allocation, Cluster, ClusterCapacity
 from quotas.rules import (
     AllocationFacts,
@@ -26,34 +28,24 @@ from quotas.rules import (
     check_change,
 )
 from quotas.selectors import (
+    TeamGpus,
+    TeamTree,
     allocation_facts_rows,
+    ceiling_totals,
     cluster_facts,
     mig_resources_of,
+    team_gpus,
     top_priority_classes,
 )
 from quotas.texts import localized_messages
 from usage.selectors import typical_daily_peaks
 
-# Temporary grants whose lines are applied: they end by restoring the allocation.
-_STARTED = (
-    QuotaRequest.Status.APPLYING,
-    QuotaRequest.Status.ACTIVE,
-    QuotaRequest.Status.FAILED,
-)
-
 
 def _grant_lines(clusters: dict[int, Cluster], exclude_request_id: int | None):
-    """Lines of the temporary grants that hold capacity: approved and waiting for their
-    start, or started (applied) and not ended yet."""
+    """Lines of the temporary grants that hold capacity on these clusters."""
     return (
-        RequestLine.objects.filter(
-            Q(request__status=QuotaRequest.Status.APPROVED)
-            | Q(request__status__in=_STARTED, applied_version__isnull=False),
-            request__kind=QuotaRequest.Kind.TEMPORARY,
-            team_namespace__cluster_id__in=list(clusters),
-        )
-        .exclude(request_id=exclude_request_id)
-        .select_related("team_namespace", "resource", "request")
+        holding_grant_lines(exclude_request_id)
+        .filter(team_namespace__cluster_id__in=list(clusters))
         # What _held and the plans read of a line (not the requests' findings or snapshots).
         .only(
             "team_namespace__cluster_id",
@@ -247,6 +239,61 @@ def _by_cluster(lines: Iterable[RequestLine]) -> dict[int, list[RequestLine]]:
     return by_cluster
 
 
+# --- the team's ceiling over every cluster ------------------------------------------------------
+
+
+def _ceiling_findings(
+    plans: dict[int, _ClusterPlan],
+    lines: list[RequestLine],
+    *,
+    final: bool,
+    exclude_request_id: int | None = None,
+    tree: TeamTree | None = None,
+    promised: dict[int, Fraction] | None = None,
+    gpus: dict[int, TeamGpus] | None = None,
+    assuming: Iterable[RequestLine] = (),
+) -> list[Finding]:
+    """Findings of the ceilings of the lines' teams and the teams above them (nothing more is
+    read when no team in question has one). ``promised`` (held_caps()) and ``gpus``
+    (team_gpus()) may be read already."""
+    tree = tree or TeamTree.read()
+    chains = {line.team_namespace.team_id: [] for line in lines}
+    for team_id in chains:
+        chains[team_id] = tree.chain(team_id)
+    with_ceiling = {pk for chain in chains.values() for pk in chain if pk in tree.ceilings}
+    if not with_ceiling:
+        return []
+    held = dict(held_caps(exclude_request_id) if promised is None else promised)
+    # Lines taken as applied first (another request of a batch) count as allocations.
+    for line in assuming:
+        base = plans[line.team_namespace.cluster_id].allocations.get(
+            (line.team_namespace.name, line.resource.name)
+        )
+        per_unit = gpus_of(line)
+        if per_unit is not None:
+            added = Fraction(line.final_cap) - Fraction(base.cap if base else 0)
+            held[line.team_namespace.team_id] = held.get(line.team_namespace.team_id, 0) + (
+                added * per_unit
+            )
+    ceilings = ceiling_totals(tree, with_ceiling, held=held, gpus=gpus)
+    changes = []
+    for line in lines:
+        plan = plans[line.team_namespace.cluster_id]
+        current = plan.allocations.get((line.team_namespace.name, line.resource.name))
+        changes.append(
+            CeilingChange(
+                cluster=plan.facts.name,
+                namespace=line.team_namespace.name,
+                resource=line.resource.name,
+                teams=frozenset(tree.slugs[pk] for pk in chains[line.team_namespace.team_id]),
+                gpus_per_unit=gpus_of(line),
+                cap_before=current.cap if current is not None else Decimal(0),
+                cap_after=Decimal(line.final_cap if final else line.requested_cap),
+            )
+        )
+    return check_ceilings(ceilings=ceilings.values(), changes=changes)
+
+
 def validate_lines(
     lines: list[RequestLine], *, final: bool, exclude_request_id: int | None = None
 ) -> list[Finding]:
@@ -259,6 +306,7 @@ def validate_lines(
     findings: list[Finding] = []
     for cluster_id, cluster_lines in sorted(by_cluster.items()):
         findings += _check(plans[cluster_id], cluster_lines, final=final)
+    findings += _ceiling_findings(plans, lines, final=final, exclude_request_id=exclude_request_id)
     return findings
 
 
@@ -307,12 +355,26 @@ def requests_fit_problems(
             held=base.held if base else Decimal(0),
             priority_classes=frozenset(line.final_priority_classes or ()),
         )
+    tree = TeamTree.read()
+    promised = held_caps() if tree.ceilings else {}
+    gpus = team_gpus() if tree.ceilings else {}
     problems = {}
     for request in requests:
         errors: list[Finding] = []
         for cluster_id, cluster_lines in sorted(_by_cluster(lines_of[request.pk]).items()):
             found = _check(
                 plans[cluster_id], cluster_lines, final=True, overlay=overlay.get(cluster_id)
+            )
+            errors += [f for f in found if f.is_error]
+        if lines_of[request.pk]:
+            found = _ceiling_findings(
+                plans,
+                lines_of[request.pk],
+                final=True,
+                tree=tree,
+                promised=promised,
+                gpus=gpus,
+                assuming=assuming,
             )
             errors += [f for f in found if f.is_error]
         problems[request.pk] = errors

@@ -3,7 +3,8 @@ API, the audit log, notifications, the rules' messages, and the digits of Kubern
 """
 
 import re
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
+from fractions import Fraction
 from typing import overload
 
 from django import forms, template
@@ -48,6 +49,27 @@ def amounts_as_written(text: str) -> str:
 def amount_filter(value: Decimal | int | None) -> str:
     """``{{ value|amount }}``; no amount shows as "" (``|amount|default:"none"``)."""
     return "" if value in (None, "") else format_amount(value)
+
+
+def money(value: Decimal | Fraction | int) -> Decimal:
+    """An amount of money as shown and answered: two decimals, half up."""
+    if isinstance(value, Fraction):
+        value = Decimal(value.numerator) / Decimal(value.denominator)
+    return Decimal(value).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+
+
+def format_money(value: Decimal | Fraction | int | None, currency: str) -> str:
+    """``1,234.50 USD``; no amount is "" (the currency's ISO 4217 code after the digits reads
+    the same in every language)."""
+    if value is None:
+        return ""
+    return f"{money(value):,} {currency}"
+
+
+@register.filter(name="money")
+def money_filter(value: Decimal | None, currency: str) -> str:
+    """``{{ cost|money:currency }}``."""
+    return "" if value in (None, "") else format_money(value, currency)
 
 
 # What an amount is typed as: ASCII digits with an optional fraction (and sign, so that a

@@ -214,6 +214,8 @@ QUOTA_DEFAULT_TOP_PRIORITY_SHARE = (
     if env.str("QUOTA_DEFAULT_TOP_PRIORITY_SHARE", default="")
     else None
 )
+# The currency of the clusters' GPU-hour prices (an ISO 4217 code), shown beside every cost.
+QUOTA_CURRENCY = env.str("QUOTA_CURRENCY", default="USD")
 # Kubernetes API of the sandbox cluster (the demo and tests); `make run` starts it on this URL.
 KUBE_SANDBOX_URL = env.str("KUBE_SANDBOX_URL", default="http://127.0.0.1:8001")
 # Real schemas of every object the portal writes (Kubernetes, Volcano, Kueue).

@@ -303,6 +303,7 @@ class ClusterAdmin(SaveThroughServiceMixin, ServiceDeletesMixin, admin.ModelAdmi
             {"fields": ["volcano_enabled", "kueue_enabled", "yunikorn_enabled"]},
         ),
         ("Rules", {"fields": ["max_cap_share", "top_priority_share", "gpu_cards"]}),
+        ("Cost", {"fields": ["gpu_hour_price"]}),
         (
             "Sync",
             {
@@ -521,7 +522,7 @@ class TeamMembershipInline(admin.TabularInline):
 class TeamForm(ServiceErrorsForm):
     class Meta:
         model = Team
-        fields = ["slug", "name", "description", "parent", "contact_email"]
+        fields = ["slug", "name", "description", "parent", "contact_email", "gpu_ceiling"]
 
     def clean(self):
         data = super().clean()
@@ -537,7 +538,7 @@ class TeamForm(ServiceErrorsForm):
 @admin.register(Team)
 class TeamAdmin(SaveThroughServiceMixin, ServiceDeletesMixin, admin.ModelAdmin):
     form = TeamForm
-    list_display = ["slug", "name", "parent", "contact_email"]
+    list_display = ["slug", "name", "parent", "contact_email", "gpu_ceiling"]
     list_select_related = ["parent"]
     list_filter = ["parent"]
     search_fields = ["slug", "name", "memberships__user__username"]

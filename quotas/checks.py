@@ -84,3 +84,18 @@ def quota_share_defaults(app_configs, **kwargs) -> list:
                 )
             )
     return errors
+
+
+@register()
+def quota_currency(app_configs, **kwargs) -> list:
+    """Costs are shown with the currency's ISO 4217 code: three capital letters."""
+    value = settings.QUOTA_CURRENCY
+    if isinstance(value, str) and len(value) == 3 and value.isascii() and value.isupper():
+        return []
+    return [
+        Error(
+            f"QUOTA_CURRENCY is {value!r}: it must be a currency's ISO 4217 code, three "
+            "capital letters (USD, EUR, CNY).",
+            id="quotas.E011",
+        )
+    ]

@@ -23,7 +23,14 @@ from quotas.services import clusters_plan_changed, deleted_or_refused, model_che
 # Fields that only describe the cluster to people: a change of the others changes what is
 # written to it (or how it is reached), so the cluster is synced.
 CLUSTER_DESCRIPTIVE_FIELDS = frozenset(
-    {"display_name", "description", "max_cap_share", "top_priority_share", "gpu_cards"}
+    {
+        "display_name",
+        "description",
+        "max_cap_share",
+        "top_priority_share",
+        "gpu_cards",
+        "gpu_hour_price",
+    }
 )
 
 
@@ -66,6 +73,7 @@ def _cluster_state(cluster: Cluster) -> dict:
         "kueue_memory_pool_gib": _pool(cluster.kueue_memory_pool_gib),
         "yunikorn_namespace": cluster.yunikorn_namespace,
         "gpu_cards": dict(sorted((cluster.gpu_cards or {}).items())),
+        "gpu_hour_price": _pool(cluster.gpu_hour_price),
     }
 
 

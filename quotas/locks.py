@@ -43,6 +43,18 @@ def lock_team(team_id: int) -> Team | None:
     return _first(Team.objects.filter(pk=team_id))
 
 
+def lock_team_budget(team_id: int) -> None:
+    """The team and every team above it: the ceilings over all clusters a decision of the
+    team's counts against (quotas.budgets), so two admins approving its requests on two
+    clusters serialize here instead of both seeing room under the ceiling."""
+    chain: list[int] = []
+    node: int | None = team_id
+    while node is not None and node not in chain:
+        chain.append(node)
+        node = Team.objects.filter(pk=node).values_list("parent_id", flat=True).first()
+    _ids(Team.objects.filter(pk__in=chain))
+
+
 def lock_membership(membership_id: int) -> TeamMembership | None:
     return _first(TeamMembership.objects.filter(pk=membership_id))
 

@@ -46,6 +46,7 @@ RULE_GUARANTEES_LE_CAPACITY = "guarantees_le_capacity"
 RULE_CAP_LE_SHARE = "cap_le_share"
 RULE_MIG_LAYOUT = "mig_layout"
 RULE_TOP_PRIORITY_SHARE = "top_priority_share"
+RULE_TEAM_GPU_CEILING = "team_gpu_ceiling"
 RULE_GUARANTEE_BELOW_PEAK = "guarantee_below_peak"
 RULE_LARGE_JUMP = "large_jump"
 RULES = (
@@ -59,6 +60,7 @@ RULES = (
     RULE_CAP_LE_SHARE,
     RULE_MIG_LAYOUT,
     RULE_TOP_PRIORITY_SHARE,
+    RULE_TEAM_GPU_CEILING,
     RULE_GUARANTEE_BELOW_PEAK,
     RULE_LARGE_JUMP,
 )

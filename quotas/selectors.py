@@ -1,12 +1,15 @@
 """Reads of quota data, scoped to what the asking user may see (shared by UI and API)."""
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from fractions import Fraction
+from functools import cached_property
 
 from django.db.models import QuerySet, Sum
 
+from quotas.budgets import CeilingFacts, gpus_per_unit
 from quotas.mig import CARD_MODELS, LayoutPlan, mig_profile_of, plan_layout
 from quotas.models import (
     Allocation,
@@ -423,3 +426,143 @@ def top_priority_use(
             )
         )
     return dict(found)
+
+
+# --- budgets across clusters -------------------------------------------------------------------
+
+
+@dataclass
+class TeamGpus:
+    """What a team's own namespaces hold over every cluster, in GPUs (quotas.budgets), and what
+    that costs per hour on the clusters with a price."""
+
+    guaranteed: Fraction = Fraction(0)
+    capped: Fraction = Fraction(0)
+    guaranteed_per_hour: Fraction = Fraction(0)
+    capped_per_hour: Fraction = Fraction(0)
+    # Capped GPUs on clusters without a price (not in the costs).
+    unpriced: Fraction = Fraction(0)
+    # Some of them are on a cluster with a price (then a cost is shown, even 0).
+    priced: bool = False
+
+    def add(self, other: "TeamGpus") -> None:
+        self.priced = self.priced or other.priced
+        self.guaranteed += other.guaranteed
+        self.capped += other.capped
+        self.guaranteed_per_hour += other.guaranteed_per_hour
+        self.capped_per_hour += other.capped_per_hour
+        self.unpriced += other.unpriced
+
+
+def team_gpus(*, team_ids: Iterable[int] | None = None) -> dict[int, TeamGpus]:
+    """Per team id, its GPUs guaranteed and capped over every cluster, and their cost per hour;
+    one query, whatever the number of teams and clusters."""
+    rows = Allocation.objects.all()
+    if team_ids is not None:
+        rows = rows.filter(team_namespace__team_id__in=list(team_ids))
+    out: dict[int, TeamGpus] = defaultdict(TeamGpus)
+    for team_id, kind, name, gpu_model, price, guarantee, cap in (
+        rows.order_by()
+        .values_list(
+            "team_namespace__team_id",
+            "resource__kind",
+            "resource__name",
+            "resource__gpu_model",
+            "team_namespace__cluster__gpu_hour_price",
+        )
+        .annotate(g=Sum("guarantee"), c=Sum("cap"))
+    ):
+        per_unit = gpus_per_unit(kind=kind, name=name, gpu_model=gpu_model)
+        if per_unit is None:
+            continue
+        gpus = out[team_id]
+        guaranteed, capped = Fraction(guarantee) * per_unit, Fraction(cap) * per_unit
+        gpus.guaranteed += guaranteed
+        gpus.capped += capped
+        if price is None:
+            gpus.unpriced += capped
+        else:
+            gpus.priced = True
+            gpus.guaranteed_per_hour += guaranteed * Fraction(price)
+            gpus.capped_per_hour += capped * Fraction(price)
+    return dict(out)
+
+
+@dataclass
+class TeamTree:
+    """Every team's slug, parent and ceiling (one query): who is above and below whom."""
+
+    slugs: dict[int, str]
+    parents: dict[int, int | None]
+    ceilings: dict[int, Decimal]
+
+    @classmethod
+    def read(cls) -> "TeamTree":
+        return cls.of(Team.objects.order_by().values_list("id", "parent_id", "slug", "gpu_ceiling"))
+
+    @classmethod
+    def of(cls, teams: Iterable) -> "TeamTree":
+        """From every team, as (id, parent id, slug, ceiling) or as Team rows."""
+        slugs, parents, ceilings = {}, {}, {}
+        for team in teams:
+            if isinstance(team, Team):
+                team = (team.pk, team.parent_id, team.slug, team.gpu_ceiling)
+            pk, parent_id, slug, ceiling = team
+            slugs[pk], parents[pk] = slug, parent_id
+            if ceiling is not None:
+                ceilings[pk] = ceiling
+        return cls(slugs, parents, ceilings)
+
+    def chain(self, team_id: int) -> list[int]:
+        """The team and every team above it (a cycle ends the walk)."""
+        chain: list[int] = []
+        node: int | None = team_id
+        while node is not None and node not in chain and node in self.parents:
+            chain.append(node)
+            node = self.parents[node]
+        return chain
+
+    def subtree(self, team_id: int) -> set[int]:
+        """The team and every team below it."""
+        return _closure({team_id}, self._children)
+
+    @cached_property
+    def _children(self) -> dict[int, set[int]]:
+        children: dict[int, set[int]] = defaultdict(set)
+        for pk, parent_id in self.parents.items():
+            if parent_id is not None:
+                children[parent_id].add(pk)
+        return children
+
+
+def ceiling_totals(
+    tree: TeamTree,
+    ceiling_teams: Iterable[int],
+    *,
+    held: Mapping[int, Fraction] | None = None,
+    gpus: Mapping[int, TeamGpus] | None = None,
+) -> dict[int, CeilingFacts]:
+    """Per team with a ceiling, what its ceiling counts: the caps of its namespaces and of the
+    teams under it over every cluster, plus ``held`` (per team id, the capped GPUs approved
+    temporary grants will add). ``gpus`` may be read already (team_gpus)."""
+    subtrees = {pk: tree.subtree(pk) for pk in ceiling_teams if pk in tree.ceilings}
+    if not subtrees:
+        return {}
+    if gpus is None:
+        gpus = team_gpus(team_ids=set().union(*subtrees.values()))
+    held = held or {}
+    return {
+        pk: CeilingFacts(
+            team=tree.slugs[pk],
+            ceiling=tree.ceilings[pk],
+            capped=sum(
+                (
+                    (gpus[t].capped if t in gpus else Fraction(0)) + held.get(t, Fraction(0))
+                    for t in members
+                ),
+                Fraction(0),
+            ),
+            with_teams_under=len(members) > 1,
+        )
+        for pk, members in subtrees.items()
+    }

@@ -8,6 +8,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils.translation import gettext as _
 
+from common.amounts import format_amount
 from common.errors import ValidationFailed
 from quotas.audit.chain import audit_changed_fields, audit_record
 from quotas.locks import (
@@ -29,6 +30,7 @@ def _team_state(team: Team) -> dict:
         "description": team.description,
         "parent": team.parent.slug if team.parent_id else None,
         "contact_email": team.contact_email,
+        "gpu_ceiling": None if team.gpu_ceiling is None else format_amount(team.gpu_ceiling),
     }
 
 

@@ -1,8 +1,9 @@
 from django.urls import path
 
-from approvals.api import discussion, grants, preview, requests, suggestions, views
+from approvals.api import budgets, discussion, grants, preview, requests, suggestions, views
 
 urlpatterns = [
+    path("budgets/", budgets.Budgets.as_view(), name="api-budgets"),
     path("requests/", views.RequestList.as_view(), name="api-requests"),
     path("requests/preview/", preview.DraftPreview.as_view(), name="api-requests-preview"),
     path("requests/<int:pk>/", requests.RequestResource.as_view(), name="api-request"),

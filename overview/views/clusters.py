@@ -9,6 +9,7 @@ fixed number of queries, however many clusters, teams or allocations there are.
 
 from collections import defaultdict
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
@@ -17,6 +18,7 @@ from django.urls import reverse
 from django.utils.text import slugify
 from django.utils.translation import gettext as _
 
+from approvals.budgets import team_budgets
 from common.amounts import format_amount, unit_label
 from common.palette import team_colours
 from common.sections import jinja_section
@@ -162,6 +164,7 @@ def _cluster_context(request: HttpRequest, clusters: QuerySet[Cluster]) -> dict:
         "chart_data": chart_data,
         "sees_everything": everything,
         "cluster_ids": ids,
+        "currency": settings.QUOTA_CURRENCY,
     }
 
 
@@ -201,8 +204,9 @@ def summary(request: HttpRequest) -> HttpResponse:
         total_label=_("Total"),
         all_clusters_label=_("All clusters"),
     )
+    budgets = team_budgets(user=request.user, others_label=_("Other teams"), total_label=_("Total"))
     return render(
         request,
         "overview/summary.html",
-        {"summary": table, "sees_everything": sees_everything(request.user)},
+        {"summary": table, "budgets": budgets, "sees_everything": sees_everything(request.user)},
     )

@@ -1,5 +1,6 @@
 """How quota data looks in the API. Amounts are strings ("10", "0.5"), never floats."""
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -48,10 +49,24 @@ class TeamNamespaceSerializer(serializers.ModelSerializer):
 class TeamSerializer(serializers.ModelSerializer):
     parent = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     namespaces = TeamNamespaceSerializer(many=True, read_only=True)
+    gpu_ceiling = AmountField(
+        allow_null=True,
+        help_text="Most GPUs the caps of the team and of the teams under it may add up to over "
+        "all clusters (MIG slices by their share of a card; rule team_gpu_ceiling); null: "
+        "none. /api/v1/budgets/ shows what it counts.",
+    )
 
     class Meta:
         model = Team
-        fields = ["slug", "name", "description", "parent", "contact_email", "namespaces"]
+        fields = [
+            "slug",
+            "name",
+            "description",
+            "parent",
+            "contact_email",
+            "gpu_ceiling",
+            "namespaces",
+        ]
 
 
 class AllocationSerializer(serializers.ModelSerializer):
@@ -109,6 +124,14 @@ class ClusterSerializer(serializers.ModelSerializer):
         "guaranteed on the cluster must be cut from them (rule mig_layout).",
     )
 
+    gpu_hour_price = AmountField(
+        allow_null=True,
+        help_text="What one GPU-hour costs on the cluster, in `currency`; null: no price.",
+    )
+    currency = serializers.SerializerMethodField(
+        help_text="ISO 4217 code of the price (the portal's QUOTA_CURRENCY)."
+    )
+
     class Meta:
         model = Cluster
         fields = [
@@ -123,7 +146,12 @@ class ClusterSerializer(serializers.ModelSerializer):
             "resources",
             "backend_problems",
             "gpu_cards",
+            "gpu_hour_price",
+            "currency",
         ]
+
+    def get_currency(self, cluster: Cluster) -> str:
+        return settings.QUOTA_CURRENCY
 
     @extend_schema_field(
         {"type": "array", "items": {"type": "object", "additionalProperties": True}}

@@ -184,6 +184,21 @@ class Cluster(models.Model):
         ),
     )
 
+    # What a GPU-hour costs on this cluster (a cloud's price, or the cost of the own cards),
+    # in the portal's currency (QUOTA_CURRENCY); a MIG slice costs its share of a card.
+    gpu_hour_price = models.DecimalField(
+        _("GPU-hour price"),
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal(0))],
+        help_text=_(
+            "What one GPU-hour costs on this cluster, in the portal's currency "
+            "(QUOTA_CURRENCY); empty: no cost is shown."
+        ),
+    )
+
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
     updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
 
@@ -201,6 +216,10 @@ class Cluster(models.Model):
                 condition=Q(top_priority_share__isnull=True)
                 | Q(top_priority_share__gt=0, top_priority_share__lte=1),
                 name="cluster_top_priority_share_in_0_1",
+            ),
+            models.CheckConstraint(
+                condition=Q(gpu_hour_price__isnull=True) | Q(gpu_hour_price__gte=0),
+                name="cluster_gpu_hour_price_not_negative",
             ),
             models.CheckConstraint(
                 condition=~Q(connection="kubeconfig") | ~Q(kubeconfig_path=""),

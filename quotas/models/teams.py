@@ -1,6 +1,9 @@
 """Teams (with an optional parent department), their people and their namespaces."""
 
+from decimal import Decimal
+
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
@@ -31,6 +34,21 @@ class Team(models.Model):
         related_name="teams",
         verbose_name=_("members"),
     )
+    # The source's hybrid-cloud answer: one bound over every cluster, so a team cannot add
+    # GPUs without limit where they are easy to get (quotas.budgets counts them).
+    gpu_ceiling = models.DecimalField(
+        _("GPU ceiling"),
+        max_digits=12,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal(0))],
+        help_text=_(
+            "Most GPUs the caps of this team (and of the teams under it) may add up to over "
+            "all clusters together: whole GPUs, and MIG slices by their share of a card. "
+            "Empty: no ceiling."
+        ),
+    )
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
@@ -39,6 +57,10 @@ class Team(models.Model):
         ordering = ["slug"]
         constraints = [
             models.CheckConstraint(condition=~Q(parent=F("pk")), name="team_not_own_parent"),
+            models.CheckConstraint(
+                condition=Q(gpu_ceiling__isnull=True) | Q(gpu_ceiling__gte=0),
+                name="team_gpu_ceiling_not_negative",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -88,6 +88,7 @@ def test_a_request_from_a_suggestion_submitted_and_approved_at_once(plan, lead_c
         )
     assert request.status == "applying"  # auto-approved and applied in the same transaction
     assert assert_in_lock_order(ctx.captured_queries) == [
+        "quotas_team",
         "quotas_suggestion",
         "quotas_clustercapacity",
         "approvals_quotarequest",
@@ -107,7 +108,8 @@ def test_a_revised_request_submitted_then_approved_by_an_admin(
             request=request, acting_user=lead_c, lines=[LineInput(ns.pk, gpu.pk, 4, 6)], submit=True
         )
     assert request.status == "submitted"
-    assert assert_in_lock_order(ctx.captured_queries)[:3] == [
+    assert assert_in_lock_order(ctx.captured_queries)[:4] == [
+        "quotas_team",
         "quotas_clustercapacity",
         "approvals_quotarequest",
         "quotas_allocation",
@@ -116,6 +118,7 @@ def test_a_revised_request_submitted_then_approved_by_an_admin(
         request = request_approve(request=request, acting_user=admin, comment="ok")
     assert request.status == "applying"
     assert assert_in_lock_order(ctx.captured_queries) == [
+        "quotas_team",
         "quotas_clustercapacity",
         "approvals_quotarequest",
         "quotas_allocation",
@@ -139,6 +142,7 @@ def test_a_temporary_grant_starts_and_expires(plan, lead_c, gpu, admin, strict_p
     )
     request_approve(request=request, acting_user=admin, comment="ok")
     grant_locks = [
+        "quotas_team",
         "quotas_clustercapacity",
         "approvals_quotarequest",
         "quotas_allocation",

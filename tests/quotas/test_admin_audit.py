@@ -230,15 +230,31 @@ def test_a_team_added_changed_and_deleted_is_three_events(admin_client, admin, t
         "description": "",
         "parent": None,
         "contact_email": "",
+        "gpu_ceiling": None,
     }
 
     url = f"/admin/quotas/team/{team.pk}/change/"
-    data = {**page_data(admin_client.get(url)), "name": "Team D (vision)", "parent": team_a.pk}
+    data = {
+        **page_data(admin_client.get(url)),
+        "name": "Team D (vision)",
+        "parent": team_a.pk,
+        "gpu_ceiling": "24",
+    }
     before = events()
     saved(admin_client.post(url, data))
     changed = one_new_event(before, "team.changed")
-    assert changed.before == {"slug": "team-d", "name": "Team D", "parent": None}
-    assert changed.after == {"slug": "team-d", "name": "Team D (vision)", "parent": "team-a"}
+    assert changed.before == {
+        "slug": "team-d",
+        "name": "Team D",
+        "parent": None,
+        "gpu_ceiling": None,
+    }
+    assert changed.after == {
+        "slug": "team-d",
+        "name": "Team D (vision)",
+        "parent": "team-a",
+        "gpu_ceiling": "24",
+    }
 
     before = events()
     saved(admin_client.post(f"/admin/quotas/team/{team.pk}/delete/", {"post": "yes"}))

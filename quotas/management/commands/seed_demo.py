@@ -82,6 +82,14 @@ GPU_CARDS = {"demo-mig": {"A100 80GB": 4}}
 # at most 40% of each resource may be guaranteed to namespaces allowed production-inference.
 TOP_PRIORITY_SHARE = Decimal("0.4")
 
+# The clusters' GPU-hour prices (QUOTA_CURRENCY): the own A100s, and the MIG cluster as a
+# cloud's (a 3g.40gb slice costs half, a 1g.10gb a seventh of it).
+GPU_HOUR_PRICES = {"demo": Decimal("1.20"), "demo-mig": Decimal("2.50")}
+# Each team's ceiling over both clusters, in GPUs (a MIG slice by its share of a card): team A
+# holds 10 + 2 × 1/2 = 11, team B 6 + 6/7, team C 4 + 4/7, so team C's cap 6 on demo is
+# refused (6.57 > 6) though the 50% rule allows it.
+GPU_CEILINGS = {"team-a": Decimal(12), "team-b": Decimal(8), "team-c": Decimal(6)}
+
 # The seed document's example: 16 A100, team A 6/10, team B 4/6, team C 2/4.
 NAMESPACES = [
     # cluster, namespace, team, workload class, {resource: (guarantee, cap, per-pod max, classes)}
@@ -189,7 +197,11 @@ class Command(BaseCommand):
         teams = {}
         for slug, name, lead in TEAMS:
             teams[slug] = team_save(
-                team=_with(Team, {"slug": slug}, {"name": name}), acting_user=None, comment=SOURCE
+                team=_with(
+                    Team, {"slug": slug}, {"name": name, "gpu_ceiling": GPU_CEILINGS.get(slug)}
+                ),
+                acting_user=None,
+                comment=SOURCE,
             )
             team_membership_save(
                 membership=_with(
@@ -217,6 +229,7 @@ class Command(BaseCommand):
                         "kueue_memory_pool_gib": memory_pool,
                         "gpu_cards": GPU_CARDS.get(name, {}),
                         "top_priority_share": TOP_PRIORITY_SHARE,
+                        "gpu_hour_price": GPU_HOUR_PRICES.get(name),
                     },
                 ),
                 acting_user=None,
