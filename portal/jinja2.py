@@ -10,7 +10,8 @@ What a template may use:
   text is made in the view (``ngettext``).
 - ``url("name", arg, ...)``: ``reverse``; ``static("path")``: the static file's URL.
 - Django's ``|date("Y-m-d H:i")`` (in the current time zone), ``|timesince`` and
-  ``|truncatechars(n)`` beside Jinja2's own filters.
+  ``|truncatechars(n)``, and the portal's ``|money(currency)`` (``1,234.50 USD``), beside
+  Jinja2's own filters.
 - ``request``, ``csrf_input``, ``csrf_token`` and what the context processors give
   (settings.TEMPLATES), as in every page.
 
@@ -25,6 +26,7 @@ from django.urls import reverse
 from django.utils import translation
 from django.utils.timezone import template_localtime
 
+from common.amounts import format_money
 from jinja2 import Environment, StrictUndefined
 
 
@@ -49,5 +51,6 @@ def environment(**options) -> Environment:
         date=date,
         timesince=defaultfilters.timesince_filter,
         truncatechars=defaultfilters.truncatechars,
+        money=format_money,
     )
     return env

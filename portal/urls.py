@@ -11,7 +11,7 @@ from overview.views.home import home
 from portal import favicon, health, token_views
 from portal.api.views import ApiDocs, ApiSchema
 from quotas.audit.views import audit_export_csv, audit_log
-from usage.views import usage_export_csv, usage_page
+from usage.views import showback_export_csv, showback_page, usage_export_csv, usage_page
 
 admin.site.site_header = gettext_lazy("GPU quota portal — administration")
 admin.site.site_title = gettext_lazy("GPU quota portal")
@@ -34,6 +34,8 @@ urlpatterns = [
     path("suggestions/", suggestion_list, name="suggestions-list"),
     path("usage/", usage_page, name="usage"),
     path("usage/export.csv", usage_export_csv, name="usage-export"),
+    path("showback/", showback_page, name="showback"),
+    path("showback/export.csv", showback_export_csv, name="showback-export"),
     path("audit/", audit_log, name="audit-log"),
     path("audit/export.csv", audit_export_csv, name="audit-export"),
     path("admin/", admin.site.urls),

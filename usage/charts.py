@@ -8,13 +8,14 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from decimal import Decimal
 
 from django.utils.translation import gettext as _
 
 from common import palette
 from common.charts import BASE_LAYOUT, Figure, day_axis
+from common.palette import team_colour
 from usage.selectors import UsageDay
 
 
@@ -131,3 +132,76 @@ def usage_figures(
         },
     }
     return [usage, hours]
+
+
+def showback_figures(*, months: Sequence[date], rows: Sequence, colours: dict[str, str]) -> list:
+    """Two figures of the showback (usage.showback rows): per month the GPU-hours each team
+    shown used, stacked (the other teams together in grey); and per month, over the rows
+    shown, the guarantee's hours against those used, borrowed and left idle."""
+    x = [m.isoformat() for m in months]
+    axis = {"type": "date", "tickformat": "%Y-%m", "hoverformat": "%Y-%m", "dtick": "M1"}
+    if len(x) == 1:
+        axis["range"] = [
+            (months[0] - timedelta(days=20)).isoformat(),
+            (months[0] + timedelta(days=20)).isoformat(),
+        ]
+    layout = {**BASE_LAYOUT, "showlegend": True, "xaxis": axis}
+    hours_axis = {"title": {"text": _("GPU-hours")}, "rangemode": "tozero"}
+    by_label: dict[str | None, dict[date, Decimal]] = {}
+    totals = {
+        key: dict.fromkeys(months, Decimal(0)) for key in ("guaranteed", "used", "borrowed", "idle")
+    }
+    for row in rows:
+        if row.scope == "total":
+            continue
+        by_label.setdefault(row.team, dict.fromkeys(months, Decimal(0)))[row.month] = row.used
+        for key in totals:
+            totals[key][row.month] += getattr(row, key)
+    stacked = [
+        {
+            "type": "bar",
+            "x": x,
+            "y": [by_label[label][m] for m in months],
+            "name": label if label else _("other teams"),
+            "marker": {"color": team_colour(colours, label)},
+        }
+        for label in sorted(by_label, key=lambda t: (t is None, t or ""))
+    ]
+    names = {
+        "guaranteed": (_("guaranteed"), palette.GUARANTEE),
+        "used": (_("used"), palette.USED),
+        "borrowed": (_("borrowed (above guarantee)"), palette.BORROWED),
+        "idle": (_("guaranteed but idle"), palette.IDLE),
+    }
+    grouped = [
+        {
+            "type": "bar",
+            "x": x,
+            "y": [totals[key][m] for m in months],
+            "name": name,
+            "marker": {"color": colour},
+        }
+        for key, (name, colour) in names.items()
+    ]
+    return [
+        {
+            "data": stacked,
+            "layout": {
+                **layout,
+                "title": {"text": _("GPU-hours used per month, by team")},
+                "barmode": "stack",
+                "yaxis": hours_axis,
+                "height": 320,
+            },
+        },
+        {
+            "data": grouped,
+            "layout": {
+                **layout,
+                "title": {"text": _("Guaranteed, used, borrowed and idle GPU-hours per month")},
+                "barmode": "group",
+                "yaxis": hours_axis,
+                "height": 320,
+            },
+        },
+    ]

@@ -22,9 +22,11 @@ from common.palette import team_colour, team_colours
 from quotas.models import AllocationVersion, Cluster, Resource, Team
 from quotas.selectors import teams_visible_to
 from usage.canary import canary_metrics, canary_period_check
-from usage.charts import AllocationStep, usage_figures
+from usage.charts import AllocationStep, showback_figures, usage_figures
 from usage.models import UsageDaily
 from usage.selectors import usage_daily_for
+from usage.showback import EXPORT_COLUMNS as SHOWBACK_COLUMNS
+from usage.showback import export_values, showback, showback_period
 from usage.units import hour_labels
 
 MAX_CHARTED = 40
@@ -227,3 +229,65 @@ def usage_page(request: HttpRequest) -> HttpResponse:
     }
     context["export_url"] = reverse("usage-export") + "?" + urlencode(context["selected"])
     return render(request, "usage/usage.html", context)
+
+
+# --- showback ------------------------------------------------------------------------------
+
+
+def _showback_selected(request: HttpRequest) -> dict:
+    return {k: request.GET.get(k, "") for k in ("start", "end", "cluster", "team")}
+
+
+@require_GET
+@login_required
+def showback_page(request: HttpRequest) -> HttpResponse:
+    """GET /showback/?start=YYYY-MM&end=YYYY-MM&cluster=&team=: per team and month the GPU-hours
+    used, guaranteed, borrowed and idle and their cost; a chart, a table and the CSV."""
+    user = request.user
+    context = {"clusters": _clusters(), "teams": teams_visible_to(user).order_by("slug")}
+    try:
+        period = showback_period(user, request.GET)
+    except ValidationFailed as exc:
+        context |= {"error": exc, "selected": _showback_selected(request)}
+        return render(request, "usage/showback.html", context, status=400)
+    result = showback(user=user, period=period)
+    selected = {
+        "start": f"{period.start:%Y-%m}",
+        "end": f"{period.end:%Y-%m}",
+        "cluster": period.cluster.name if period.cluster else "",
+        "team": period.team.slug if period.team else "",
+    }
+    figures = showback_figures(
+        months=period.months,
+        rows=result.rows,
+        colours=team_colours(Team.objects.values_list("slug", flat=True)),
+    )
+    context |= {
+        "showback": result,
+        "selected": selected,
+        "chart_data": [{"id": f"showback-chart-{i}", "figure": f} for i, f in enumerate(figures)],
+        "export_url": reverse("showback-export") + "?" + urlencode(selected),
+    }
+    return render(request, "usage/showback.html", context)
+
+
+@require_GET
+@login_required
+def showback_export_csv(request: HttpRequest) -> HttpResponse:
+    """GET /showback/export.csv with the page's filters: its rows as CSV (EXPORT_COLUMNS); a
+    bad filter is a 400 naming it."""
+    try:
+        period = showback_period(request.user, request.GET)
+    except ValidationFailed as exc:
+        return HttpResponseBadRequest(exc.message, content_type="text/plain; charset=utf-8")
+    result = showback(user=request.user, period=period)
+    rows = (
+        [_export_cell(export_values(row, result.currency)[c]) for c in SHOWBACK_COLUMNS]
+        for row in result.rows
+    )
+    name = f"{period.start:%Y%m}-{period.end:%Y%m}"
+    if period.cluster:
+        name = f"{period.cluster.name}-{name}"
+    if period.team:
+        name = f"{period.team.slug}-{name}"
+    return csv_download(itertools.chain([SHOWBACK_COLUMNS], rows), filename=f"showback-{name}.csv")

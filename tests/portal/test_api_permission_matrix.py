@@ -58,6 +58,8 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("api-suggestion", "GET"): TEAM_A,
     ("api-usage-canary", "GET"): EVERYONE,
     ("api-usage-daily", "GET"): EVERYONE,
+    ("api-budgets", "GET"): EVERYONE,
+    ("api-showback", "GET"): EVERYONE,
     ("api-requests", "GET"): EVERYONE,
     # Create: leads of the team and admins; a team one cannot see is an unknown team (400).
     ("api-requests", "POST"): row(403, 201, 400, 201, 403),

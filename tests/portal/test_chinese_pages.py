@@ -13,6 +13,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import transaction
@@ -66,6 +67,7 @@ EXCLUDED_NAMES = {
     "readyz": "a probe's plain answer, for the orchestrator",
     "favicon": "an image",
     "usage-export": "CSV whose header is the rollups' field names, as the API's",
+    "showback-export": "CSV whose header is the API's field names",
     "audit-export": "CSV of the audit log, for tools",
     "javascript-catalog": "not a page",
 }
@@ -175,9 +177,9 @@ def world(db, settings):
     made(team_c, lead_c, [_line(c_dev, gpu, 2, 3)])  # a draft
     made(team_c, lead_c, [_line(c_dev, gpu, 3, 5)], submit=True)  # a large jump: warned
     made(team_c, lead_c, [_line(c_mig, mig, 3, 5)], submit=True)
-    rejected = made(team_c, lead_c, [_line(c_dev, gpu, 3, 6)], submit=True)
+    rejected = made(team_c, lead_c, [_line(c_dev, gpu, 3, 5)], submit=True)
     request_reject(request=rejected, acting_user=admin, comment="容量不足")
-    changes = made(team_c, lead_c, [_line(c_dev, gpu, 2, 6)], submit=True)
+    changes = made(team_c, lead_c, [_line(c_dev, gpu, 2, 5)], submit=True)
     request_changes(request=changes, acting_user=admin, comment="请说明用途")
     withdrawn = made(team_c, lead_c, [_line(c_dev, gpu, 1, 4)], submit=True)
     request_withdraw(request=withdrawn, acting_user=lead_c, comment="不需要了")
@@ -232,7 +234,7 @@ def world(db, settings):
 
 def _names() -> set[str]:
     """What the data names and what people typed: kept as written in every language."""
-    names: set[str] = set()
+    names: set[str] = {settings.QUOTA_CURRENCY}  # the configured currency's ISO code
     for team in Team.objects.all():
         names |= {team.slug, team.name}
     for cluster in Cluster.objects.all():

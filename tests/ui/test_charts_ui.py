@@ -114,3 +114,42 @@ def test_a_one_day_chart_in_chinese_has_a_legend_day_ticks_and_the_team_colour(
         page.screenshot(path=str(artifacts / "one-day-usage-zh.png"), full_page=True)
     finally:
         context.close()
+
+
+MONTH = re.compile(r"\d{4}-\d{2}\Z")
+
+
+def test_the_showback_charts_in_chinese_stack_the_teams_by_month(
+    browser, live_server, artifacts, one_day, plan, gpu
+):
+    this_month = timezone.localdate().replace(day=1)
+    UsageDaily.objects.create(
+        team_namespace=plan["team-b"],
+        resource=gpu,
+        day=this_month - timedelta(days=20),
+        source="cluster",
+        samples=288,
+        peak=Decimal(4),
+        p95=Decimal(4),
+        mean=Decimal(4),
+        gpu_hours=Decimal(96),
+        borrowed_gpu_hours=Decimal(0),
+        idle_guaranteed_gpu_hours=Decimal(0),
+    )
+    context, page = _chinese_session(browser, live_server)
+    try:
+        page.goto("/showback/")
+        expect(page.locator("[data-testid=showback-table] tr.others").first).to_be_visible()
+        stacked = _drawn(page, "#showback-chart-0")
+        names = stacked.locator(".legendtext").all_text_contents()
+        assert sorted(names) == ["team-a", "其他团队"], names  # a lead sees the others as one
+        ticks = stacked.locator(".xtick text").all_text_contents()
+        assert len(ticks) >= 6 and all(MONTH.match(t) for t in ticks), ticks
+        title = stacked.locator(".gtitle").text_content()
+        assert not ENGLISH_WORD.search(title.replace("GPU", "")), title
+        grouped = _drawn(page, "#showback-chart-1")
+        names = grouped.locator(".legendtext").all_text_contents()
+        assert len(names) == 4 and not [n for n in names if ENGLISH_WORD.search(n)], names
+        page.screenshot(path=str(artifacts / "showback-zh.png"), full_page=True)
+    finally:
+        context.close()
