@@ -248,6 +248,7 @@ class TeamNamespaceForm(ServiceErrorsForm):
                 pk=self.instance.pk,
                 name=data.get("name") or self.instance.name,
                 cluster=data["cluster"],
+                team=data.get("team") or getattr(self.instance, "team", None),
             )
             self.check_with(team_namespace_check, team_namespace=moved)
         return data

@@ -43,15 +43,17 @@ def lock_team(team_id: int) -> Team | None:
     return _first(Team.objects.filter(pk=team_id))
 
 
-def lock_team_budget(team_id: int) -> None:
-    """The team and every team above it: the ceilings over all clusters a decision of the
-    team's counts against (quotas.budgets), so two admins approving its requests on two
-    clusters serialize here instead of both seeing room under the ceiling."""
+def lock_team_budget(*team_ids: int) -> None:
+    """The teams and every team above them: the ceilings over all clusters a decision of the
+    teams counts against (quotas.budgets), so two admins approving a team's requests on two
+    clusters serialize here instead of both seeing room under the ceiling. One statement, so
+    the rows are locked in id order whatever the chains."""
     chain: list[int] = []
-    node: int | None = team_id
-    while node is not None and node not in chain:
-        chain.append(node)
-        node = Team.objects.filter(pk=node).values_list("parent_id", flat=True).first()
+    for team_id in team_ids:
+        node: int | None = team_id
+        while node is not None and node not in chain:
+            chain.append(node)
+            node = Team.objects.filter(pk=node).values_list("parent_id", flat=True).first()
     _ids(Team.objects.filter(pk__in=chain))
 
 

@@ -4,6 +4,8 @@ namespaces: checked, audited in the same transaction, and synced where clusters 
 The Django admin, seed_demo and anything else that changes these call only these services.
 """
 
+from fractions import Fraction
+
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils.translation import gettext as _
@@ -11,14 +13,56 @@ from django.utils.translation import gettext as _
 from common.amounts import format_amount
 from common.errors import ValidationFailed
 from quotas.audit.chain import audit_changed_fields, audit_record
+from quotas.budgets import gpu_figure, gpus_per_unit
 from quotas.locks import (
     lock_deleted_with_namespace,
     lock_membership,
     lock_team,
+    lock_team_budget,
     lock_team_namespace,
 )
 from quotas.models import Allocation, Team, TeamMembership, TeamNamespace
+from quotas.selectors import TeamTree, ceiling_totals, team_gpus
 from quotas.services import clusters_plan_changed, deleted_or_refused, model_checked
+
+# --- ceilings over all clusters, when caps move between teams ----------------------------------
+
+
+def ceiling_move_check(
+    *, counted_under: int, to_team_id: int, gpus: Fraction, field: str, what: str
+) -> None:
+    """Moving caps of ``gpus`` GPUs (now counted under team ``counted_under`` and the teams
+    above it) to team ``to_team_id`` must keep every ceiling of that team and the teams above
+    it that does not count them yet (rule team_gpu_ceiling, as a request's caps are held to
+    it; what approved temporary grants will add is counted when their requests are checked)."""
+    if gpus <= 0:
+        return
+    tree = TeamTree.read()
+    gaining = [
+        t
+        for t in tree.chain(to_team_id)
+        if t in tree.ceilings and counted_under not in tree.subtree(t)
+    ]
+    for facts in ceiling_totals(tree, gaining).values():
+        after = facts.capped + gpus
+        if after > Fraction(facts.ceiling):
+            raise ValidationFailed(
+                _(
+                    "%(field)s: moving %(what)s would bring the caps of team %(team)s over all "
+                    "clusters to %(total)s GPUs, above its ceiling of %(ceiling)s (over by "
+                    "%(over)s): raise the ceiling first, or lower caps (rule team_gpu_ceiling)"
+                )
+                % {
+                    "field": field,
+                    "what": what,
+                    "team": facts.team,
+                    "total": format_amount(gpu_figure(after)),
+                    "ceiling": format_amount(gpu_figure(facts.ceiling)),
+                    "over": format_amount(gpu_figure(after - Fraction(facts.ceiling))),
+                },
+                field=field,
+            )
+
 
 # --- teams -------------------------------------------------------------------------------------
 
@@ -50,7 +94,8 @@ def _subtree_cluster_ids(team: Team) -> set[int]:
 
 
 def team_check(*, team: Team) -> None:
-    """A team is never its own department, however far up."""
+    """A team is never its own department, however far up; moved under another, its caps and
+    those of the teams under it must fit the ceilings they come under (ceiling_move_check)."""
     node, seen = team.parent, set()
     while node is not None and node.pk not in seen:
         if team.pk is not None and node.pk == team.pk:
@@ -61,13 +106,31 @@ def team_check(*, team: Team) -> None:
             )
         seen.add(node.pk)
         node = node.parent
+    if team.pk is None or team.parent_id is None:
+        return
+    stored = Team.objects.filter(pk=team.pk).values_list("parent_id", flat=True).first()
+    if stored != team.parent_id:
+        ceiling_move_check(
+            counted_under=team.pk,
+            to_team_id=team.parent_id,
+            gpus=sum(
+                (g.capped for g in team_gpus(team_ids=TeamTree.read().subtree(team.pk)).values()),
+                Fraction(0),
+            ),
+            field="parent",
+            what=_("team %(team)s and the teams under it") % {"team": team.slug},
+        )
 
 
 def team_save(*, team: Team, acting_user: User | None, comment: str = "") -> Team:
     """Create a team or change it (as ``team`` holds it); audited; a new slug or parent syncs
     the clusters where its queues (and those of the teams under it) are written."""
     with transaction.atomic():
-        old = lock_team(team.pk) if team.pk else None
+        old = None
+        if team.pk:
+            # The team and both its old and new departments, in one statement (id order).
+            lock_team_budget(team.pk, *([team.parent_id] if team.parent_id else []))
+            old = Team.objects.filter(pk=team.pk).first()
         before = _team_state(old) if old is not None else None
         model_checked(team)
         team_check(team=team)
@@ -221,15 +284,41 @@ def _namespace_state(namespace: TeamNamespace) -> dict:
     }
 
 
+def _namespace_gpus(namespace_id: int) -> Fraction:
+    """The GPUs at the caps of one namespace (as quotas.budgets counts them)."""
+    total = Fraction(0)
+    for kind, name, gpu_model, cap in Allocation.objects.filter(
+        team_namespace_id=namespace_id
+    ).values_list("resource__kind", "resource__name", "resource__gpu_model", "cap"):
+        per_unit = gpus_per_unit(kind=kind, name=name, gpu_model=gpu_model)
+        if per_unit is not None:
+            total += Fraction(cap) * per_unit
+    return total
+
+
 def team_namespace_check(*, team_namespace: TeamNamespace) -> None:
     """A namespace with allocations stays on its cluster: moving it would carry guarantees to a
-    cluster whose capacity never promised them."""
+    cluster whose capacity never promised them. Given to another team, its caps must fit the
+    ceilings they come under (ceiling_move_check)."""
     if team_namespace.pk is None:
         return
     stored = (
-        TeamNamespace.objects.filter(pk=team_namespace.pk).values_list("cluster_id", flat=True)
-    ).first()
-    if stored is None or stored == team_namespace.cluster_id:
+        TeamNamespace.objects.filter(pk=team_namespace.pk)
+        .values_list("cluster_id", "team_id")
+        .first()
+    )
+    if stored is None:
+        return
+    cluster_id, team_id = stored
+    if team_namespace.team_id is not None and team_namespace.team_id != team_id:
+        ceiling_move_check(
+            counted_under=team_id,
+            to_team_id=team_namespace.team_id,
+            gpus=_namespace_gpus(team_namespace.pk),
+            field="team",
+            what=_("namespace %(namespace)s") % {"namespace": team_namespace.name},
+        )
+    if cluster_id == team_namespace.cluster_id:
         return
     if Allocation.objects.filter(team_namespace_id=team_namespace.pk).exists():
         raise ValidationFailed(
@@ -248,6 +337,12 @@ def team_namespace_save(
     """Create a team namespace or change its name, team or workload class: audited, then the
     cluster (both, if it moved) is synced."""
     with transaction.atomic():
+        if team_namespace.pk and (
+            TeamNamespace.objects.filter(pk=team_namespace.pk)
+            .exclude(team_id=team_namespace.team_id)
+            .exists()
+        ):
+            lock_team_budget(team_namespace.team_id)  # teams before namespaces
         old = lock_team_namespace(team_namespace.pk) if team_namespace.pk else None
         before = _namespace_state(old) if old is not None else None
         team_namespace_check(team_namespace=team_namespace)

@@ -22,7 +22,7 @@ from approvals.lines import LineInput
 from approvals.models import ApprovalPolicy
 from approvals.policy.clusters import approval_policy_save
 from portal.locks import LOCK_ORDER
-from quotas.models import ClusterCapacity, PriorityClass, Resource, SyncRequest
+from quotas.models import ClusterCapacity, PriorityClass, Resource, SyncRequest, Team, TeamNamespace
 from quotas.services import (
     cluster_capacity_delete,
     cluster_capacity_set,
@@ -31,6 +31,7 @@ from quotas.services import (
     priority_class_save,
     team_namespace_set_shadow,
 )
+from quotas.teams import team_namespace_save, team_save
 from tests.support.locks import assert_in_lock_order, locks_of
 from tests.support.requests import new_request
 from usage.models import Suggestion
@@ -204,3 +205,15 @@ def test_the_quota_services_and_policy_edits(plan, gpu, memory, admin, cluster):
         "quotas_cluster",
         HEAD,
     ]
+
+
+def test_moving_a_namespace_or_a_team_locks_the_teams_first(plan, admin):
+
+    ns = TeamNamespace.objects.get(pk=plan["team-a"].pk)
+    ns.team = Team.objects.get(slug="team-b")
+    locks = locks_of(lambda: team_namespace_save(team_namespace=ns, acting_user=admin))
+    assert locks[:2] == ["quotas_team", "quotas_teamnamespace"], locks
+    team_c = Team.objects.get(slug="team-c")
+    team_c.parent = Team.objects.get(slug="team-a")
+    locks = locks_of(lambda: team_save(team=team_c, acting_user=admin))
+    assert locks[0] == "quotas_team", locks  # locks_of checked the order of the rest

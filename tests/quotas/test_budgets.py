@@ -289,6 +289,101 @@ def test_a_department_ceiling_bounds_the_teams_under_it(plan, lead_c, gpu, admin
 
 
 @pytest.mark.django_db
+def test_moving_a_namespace_or_a_team_keeps_the_ceilings_it_lands_under(budgeted, plan, admin):
+    from quotas.teams import team_namespace_save
+
+    team_a = plan["team-a"].team  # 10 GPUs at the caps on demo
+    team_a.gpu_ceiling = D(12)
+    team_save(team=team_a, acting_user=admin)
+    cloud_ns = budgeted["cloud"]  # 4 half-card slices: 2 GPUs at the caps
+    moved = TeamNamespace.objects.get(pk=cloud_ns.pk)
+    moved.team = plan["team-b"].team  # no ceiling: moves
+    team_namespace_save(team_namespace=moved, acting_user=admin)
+    moved.team = team_a  # 10 + 2 = 12: just fits
+    team_namespace_save(team_namespace=moved, acting_user=admin)
+    demo_b = TeamNamespace.objects.get(pk=plan["team-b"].pk)  # 6 GPUs at the caps
+    demo_b.team = team_a
+    with pytest.raises(ValidationFailed) as refused:
+        team_namespace_save(team_namespace=demo_b, acting_user=admin)
+    assert refused.value.field == "team"
+    assert refused.value.message == (
+        "team: moving namespace team-b-inference would bring the caps of team team-a over all "
+        "clusters to 18 GPUs, above its ceiling of 12 (over by 6): raise the ceiling first, or "
+        "lower caps (rule team_gpu_ceiling)"
+    )
+    assert TeamNamespace.objects.get(pk=demo_b.pk).team.slug == "team-b"  # nothing changed
+    # A team moved under a department brings its caps (and its teams') along.
+    research = team_save(
+        team=Team(slug="research", name="Research", gpu_ceiling=D(5)), acting_user=admin
+    )
+    team_b = Team.objects.get(slug="team-b")
+    team_b.parent = research
+    with pytest.raises(ValidationFailed) as refused:
+        team_save(team=team_b, acting_user=admin)
+    assert refused.value.field == "parent"
+    assert "moving team team-b and the teams under it would bring the caps of team research" in (
+        refused.value.message
+    )
+    assert Team.objects.get(slug="team-b").parent is None
+    research.gpu_ceiling = D(6)
+    team_save(team=research, acting_user=admin)
+    team_save(team=team_b, acting_user=admin)  # 6 of 6
+    # Inside the department nothing is counted twice: team C under team B moves freely as far
+    # as research is concerned, but not past research's own ceiling.
+    team_c = Team.objects.get(slug="team-c")
+    team_c.parent = team_b
+    with pytest.raises(ValidationFailed) as refused:
+        team_save(team=team_c, acting_user=admin)
+    assert "caps of team research" in refused.value.message  # 6 + team C's 4 + 0
+    assert refused.value.message.count("team_gpu_ceiling") == 1
+
+
+@pytest.mark.django_db
+def test_an_admin_moving_a_namespace_over_a_ceiling_gets_the_reason_on_the_form(
+    budgeted, plan, admin, client
+):
+    team_a = plan["team-a"].team
+    team_a.gpu_ceiling = D(10)
+    team_save(team=team_a, acting_user=admin)
+    ns = budgeted["cloud"]
+    client.force_login(admin)
+    url = reverse("admin:quotas_teamnamespace_change", args=[ns.pk])
+    form = client.get(url).context["adminform"].form
+    data = {k: v for k, v in form.initial.items() if v is not None}
+    data.update({"team": team_a.pk, "cluster": ns.cluster_id})
+    response = client.post(url, data)
+    assert response.status_code == 200
+    assert "above its ceiling of 10 (over by 2)" in response.content.decode()
+    assert TeamNamespace.objects.get(pk=ns.pk).team.slug == "team-c"
+    # A team put under a department over its ceiling: the same, on the team's form.
+    research = team_save(
+        team=Team(slug="research", name="Research", gpu_ceiling=D(3)), acting_user=admin
+    )
+    team_c = ns.team
+    url = reverse("admin:quotas_team_change", args=[team_c.pk])
+    page = client.get(url)
+    data = {k: v for k, v in page.context["adminform"].form.initial.items() if v is not None}
+    for formset in page.context["inline_admin_formsets"]:
+        management = formset.formset.management_form
+        data.update({f"{management.prefix}-{k}": v for k, v in management.initial.items()})
+        for i, form in enumerate(formset.formset.initial_forms):
+            data.update(
+                {
+                    f"{formset.formset.prefix}-{i}-{k}": getattr(v, "pk", v)
+                    for k, v in form.initial.items()
+                    if v is not None
+                }
+            )
+    data["parent"] = research.pk
+    response = client.post(url, data)
+    assert response.status_code == 200
+    assert "caps of team research over all clusters to 6 GPUs, above its ceiling of 3" in (
+        response.content.decode()
+    )
+    assert Team.objects.get(pk=team_c.pk).parent_id is None
+
+
+@pytest.mark.django_db
 def test_the_summary_shows_each_teams_total_ceiling_and_cost(
     budgeted, client, lead_c, admin, settings
 ):
