@@ -47,14 +47,24 @@ def lock_team_budget(*team_ids: int) -> None:
     """The teams and every team above them: the ceilings over all clusters a decision of the
     teams counts against (quotas.budgets), so two admins approving a team's requests on two
     clusters serialize here instead of both seeing room under the ceiling. One statement, so
-    the rows are locked in id order whatever the chains."""
+    the rows are locked in id order whatever the chains.
+
+    FOR NO KEY UPDATE: it still serializes two decisions of the team, but leaves the row free
+    for the foreign-key checks (KEY SHARE) other transactions run at COMMIT when they wrote a
+    row naming the team (a draft request): with FOR UPDATE, a draft holding the audit chain's
+    head and a submit holding the team and waiting for the head would deadlock."""
     chain: list[int] = []
     for team_id in team_ids:
         node: int | None = team_id
         while node is not None and node not in chain:
             chain.append(node)
             node = Team.objects.filter(pk=node).values_list("parent_id", flat=True).first()
-    _ids(Team.objects.filter(pk__in=chain))
+    list(
+        Team.objects.filter(pk__in=chain)
+        .select_for_update(of=SELF, no_key=True)
+        .order_by("id")
+        .values_list("id", flat=True)
+    )
 
 
 def lock_membership(membership_id: int) -> TeamMembership | None:

@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.core.checks import run_checks
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -268,6 +268,51 @@ def test_two_admins_approving_on_two_clusters_at_once_keep_the_team_under_its_ce
             cap=4,
             acting_user=admin,
         )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_draft_committing_while_a_submit_holds_the_teams_budget_does_not_deadlock(
+    budgeted, lead_c, gpu
+):
+    """A draft of the team, audited (the audit chain's head locked) but not committed yet,
+    checks at COMMIT that its team still exists (a foreign key: KEY SHARE on the team's row);
+    a submit of the same team meanwhile holds the team's budget and waits for the audit head.
+    The budget lock must not block that check (FOR NO KEY UPDATE), or the two deadlock."""
+    import threading
+
+    from tests.support.locks import lock_waiters
+    from tests.support.waiting import poll
+
+    drafted, outcomes = threading.Event(), {}
+
+    def draft():
+        try:
+            with transaction.atomic():
+                _ask(lead_c, budgeted["demo"], gpu, 2, 3, submit=False)
+                drafted.set()
+                poll("the submit waiting on the draft", lambda: lock_waiters() > 0, 20, 0.05)
+            outcomes["draft"] = "ok"
+        except Exception as exc:
+            outcomes["draft"] = f"crash: {exc}"
+        finally:
+            connection.close()
+
+    def submit():
+        try:
+            drafted.wait(20)
+            _ask(lead_c, budgeted["demo"], gpu, 2, 5)
+            outcomes["submit"] = "ok"
+        except Exception as exc:
+            outcomes["submit"] = f"crash: {exc}"
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=draft), threading.Thread(target=submit)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert outcomes == {"draft": "ok", "submit": "ok"}, outcomes
 
 
 @pytest.mark.django_db

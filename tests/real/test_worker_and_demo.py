@@ -88,7 +88,7 @@ def test_an_approved_request_reaches_the_real_cluster_through_a_real_worker(
                         "namespace": TEAM_C,
                         "resource": "nvidia.com/gpu",
                         "guarantee": "2",
-                        "cap": "6",
+                        "cap": "5",  # team C's 4 on demo-mig take 4/7 of its ceiling 6
                     }
                 ],
             },
@@ -117,10 +117,10 @@ def test_an_approved_request_reaches_the_real_cluster_through_a_real_worker(
 
     run = SyncRun.objects.filter(cluster=cluster).order_by("-id").first()
     assert run.status == SyncRun.Status.SUCCEEDED and run.worker != "tests-real", run.worker
-    poll("team-c's quota of 6 in force", lambda: quota_hard(real_cluster, TEAM_C) == "6")
+    poll("team-c's quota of 5 in force", lambda: quota_hard(real_cluster, TEAM_C) == "5")
     queue = real_cluster.get_json("queue.scheduling.volcano.sh", TEAM_C)
-    assert queue["spec"]["capability"] == {"nvidia.com/gpu": "6"}
-    admitted = create(real_cluster, gpu_pod("two", 2, TEAM_C))
+    assert queue["spec"]["capability"] == {"nvidia.com/gpu": "5"}
+    admitted = create(real_cluster, gpu_pod("one", 1, TEAM_C))
     assert admitted.returncode == 0, admitted.stderr
 
 

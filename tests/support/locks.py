@@ -16,10 +16,10 @@ LOCKING = re.compile(r'^\s*(?:UPDATE|DELETE FROM) "(\w+)"')
 
 
 def _locked_tables(sql: str) -> list[str]:
-    """The tables whose rows a statement locks: SELECT ... FOR UPDATE (OF the tables named, or
-    every table it reads), or UPDATE / DELETE of a table in the order."""
-    if sql.lstrip().startswith("SELECT") and " FOR UPDATE" in sql:
-        of = re.search(r" FOR UPDATE OF (.*)$", sql)
+    """The tables whose rows a statement locks: SELECT ... FOR [NO KEY] UPDATE (OF the tables
+    named, or every table it reads), or UPDATE / DELETE of a table in the order."""
+    if sql.lstrip().startswith("SELECT") and re.search(r" FOR (NO KEY )?UPDATE", sql):
+        of = re.search(r" FOR (?:NO KEY )?UPDATE OF (.*)$", sql)
         named = of.group(1) if of else " ".join(re.findall(r'(?:FROM|JOIN) "\w+"', sql))
         return re.findall(r'"(\w+)"', named)
     match = LOCKING.match(sql)
