@@ -56,7 +56,8 @@ def bench_suggestions(*, start: date, days: int, cluster: str = "bench") -> dict
     }
 
 
-def _make_rollups(namespaces: int, days: int, start: date) -> int:
+def make_rollups(days: int, start: date) -> int:
+    """``days`` of synthetic rollups from ``start`` for every bench namespace."""
     from decimal import Decimal
 
     from quotas.models import TeamNamespace
@@ -115,7 +116,7 @@ def main() -> int:
     try:
         _setup_django(_with_db(server, db_name))
         _make_namespaces(args.namespaces)
-        rollups = _make_rollups(args.namespaces, min(args.days, 31), START.date())
+        rollups = make_rollups(min(args.days, 31), START.date())
         results = {
             "namespaces": args.namespaces,
             "rollup_rows": rollups,

@@ -175,6 +175,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, default=2 if quick else 30)
     parser.add_argument("--namespaces", type=int, default=50 if quick else 1000)
+    parser.add_argument("--showback-days", type=int, default=62 if quick else 365)
     args = parser.parse_args()
 
     server = _server_url()
@@ -201,6 +202,9 @@ def main() -> int:
         from bench.bench_suggest import bench_suggestions
 
         suggest = bench_suggestions(start=START.date(), days=min(args.days, 31))
+        from bench.bench_showback import bench_showback
+
+        showback = bench_showback(before=START.date(), days=args.showback_days)
         from django.db import connections
 
         connections.close_all()
@@ -228,6 +232,7 @@ def main() -> int:
         "rollup_seconds": round(rollup_s, 4),
         "rollup_vs_hand_aggregate": round(rollup_s / hand_s, 4),
         **suggest,
+        **showback,
     }
     write_figures("usage", usage_figures(results), results)
     return 0
@@ -268,6 +273,15 @@ def usage_figures(results: dict) -> list[dict]:
             results["suggest_seconds"],
             "s",
             baseline=results["suggest_hand_aggregate_seconds"],
+            baseline_label="one hand-written SQL aggregate",
+            database=pg,
+        ),
+        figure(
+            f"showback ({results['showback_months']} months x {results['namespaces']:,} teams,"
+            f" {results['showback_rollup_rows']:,} rollups)",
+            results["showback_seconds"],
+            "s",
+            baseline=results["showback_hand_aggregate_seconds"],
             baseline_label="one hand-written SQL aggregate",
             database=pg,
         ),

@@ -238,15 +238,14 @@ def showback(*, user: AnyUser, period: ShowbackPeriod) -> Showback:
         for pk in slugs
         if (visible is None or pk in visible) and (period.team is None or pk == period.team.pk)
     }
-    hours = _hours_by_team_month(period)
+    by_month: dict[date, list[tuple[int, Hours]]] = defaultdict(list)
+    for (month, team_id), team_hours in _hours_by_team_month(period).items():
+        if team_id in slugs:
+            by_month[month].append((team_id, team_hours))
     rows: list[ShowbackRow] = []
     for month in period.months:
         others, total = Hours(), Hours()
-        of_month = sorted(
-            ((t, h) for (m, t), h in hours.items() if m == month and t in slugs),
-            key=lambda item: slugs[item[0]],
-        )
-        for team_id, team_hours in of_month:
+        for team_id, team_hours in sorted(by_month[month], key=lambda item: slugs[item[0]]):
             total.add(team_hours)
             if team_id in shown:
                 rows.append(ShowbackRow(month=month, team=slugs[team_id], hours=team_hours))
