@@ -105,12 +105,13 @@ def test_quick_run_gathers_every_figure_into_one_results_file(bench_stores, tmp_
     p50, p95 = by_bench["apply"][0], by_bench["apply"][1]
     assert p50["value"] <= p95["value"]
     assert "growth" in by_bench["apply"][-1]["figure"]
-    # Usage: import, memory, rollup, suggestions, each with its in-run baseline.
+    # Usage: import, memory, rollup, suggestions, showback, each with its in-run baseline.
     assert [f["figure"].split(" (")[0] for f in by_bench["usage"]] == [
         "usage import",
         "usage import peak memory",
         "usage daily rollup",
         "suggestions",
+        "showback",
     ]
     for fig in results["figures"]:
         if fig["baseline"]:
