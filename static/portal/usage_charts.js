@@ -1,7 +1,7 @@
 // Draws the usage charts whose plotly figures the page put in #usage-chart-data.
 // Narrow charts (a phone's) keep their title whole, on as many lines as it needs, and their day
-// labels apart: no more ticks of whole days than the plot's width holds, and their legend under
-// the plot, so that the legend does not take the plot's width.
+// labels apart: no more ticks of whole days (or months) than the plot's width holds, and their
+// legend under the plot, so that the legend does not take the plot's width.
 (function () {
   "use strict";
   var source = document.getElementById("usage-chart-data");
@@ -43,7 +43,14 @@
     var xaxis = Object.assign({}, layout.xaxis || {});
     var fit = Math.max(1, Math.floor(Math.max(width - margin.l - margin.r, TICK_PX) / TICK_PX));
     var days = daySpan(data);
-    if (xaxis.dtick && days) {
+    var monthly = typeof xaxis.dtick === "string" && /^M\d+$/.test(xaxis.dtick);
+    if (monthly && days) {
+      // A tick a month (the showback's): every few months when they do not all fit.
+      var months = Math.round(days / 30.44) + 1;
+      if (Math.ceil(months / parseInt(xaxis.dtick.slice(1), 10)) > fit) {
+        xaxis.dtick = "M" + Math.ceil(months / fit);
+      }
+    } else if (xaxis.dtick && days) {
       if (Math.ceil(days * DAY_MS / xaxis.dtick) > fit) {
         xaxis.dtick = Math.ceil(days / fit) * DAY_MS;  // still whole days
       }

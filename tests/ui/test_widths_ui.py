@@ -239,6 +239,7 @@ def _pages(world: dict) -> list[tuple[str, str]]:
         ("summary", "/summary/"),
         ("usage", "/usage/?cluster=demo"),
         ("usage MIG", "/usage/?cluster=demo-mig"),
+        ("showback", "/showback/"),
         ("suggestions", "/suggestions/"),
         ("audit", "/audit/"),
         ("tokens", "/tokens/"),
