@@ -51,11 +51,16 @@ def amount_filter(value: Decimal | int | None) -> str:
     return "" if value in (None, "") else format_amount(value)
 
 
-def money(value: Decimal | Fraction | int) -> Decimal:
-    """An amount of money as shown and answered: two decimals, half up."""
+def rounded(value: Decimal | Fraction | int, places: str) -> Decimal:
+    """``value`` (an exact Fraction too) to ``places`` (e.g. "0.01"), half up."""
     if isinstance(value, Fraction):
         value = Decimal(value.numerator) / Decimal(value.denominator)
-    return Decimal(value).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    return Decimal(value).quantize(Decimal(places), rounding=ROUND_HALF_UP)
+
+
+def money(value: Decimal | Fraction | int) -> Decimal:
+    """An amount of money as shown and answered: two decimals, half up."""
+    return rounded(value, "0.01")
 
 
 def format_money(value: Decimal | Fraction | int | None, currency: str) -> str:

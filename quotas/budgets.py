@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from fractions import Fraction
 
 from django.utils.translation import gettext_noop
 
-from common.amounts import format_amount
+from common.amounts import format_amount, rounded
 from quotas.mig import CARD_MODELS, MIG_RESOURCE_PREFIX, CardModel
 from quotas.rules import ERROR, RULE_TEAM_GPU_CEILING, WARNING, Finding
 from quotas.texts import Text
@@ -58,9 +58,16 @@ def gpus_per_unit(*, kind: str, name: str, gpu_model: str = "") -> Fraction | No
 
 def gpu_figure(value: Fraction | Decimal | int) -> Decimal:
     """A count of GPUs as shown: two decimals at most, half up."""
-    if isinstance(value, Fraction):
-        value = Decimal(value.numerator) / Decimal(value.denominator)
-    return Decimal(value).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP).normalize()
+    return rounded(value, "0.01").normalize()
+
+
+def over_ceiling_figures(after: Fraction, ceiling: Decimal) -> dict[str, str]:
+    """A total over a ceiling as its messages write it: the total, the ceiling, how much over."""
+    return {
+        "total": format_amount(gpu_figure(after)),
+        "ceiling": format_amount(gpu_figure(ceiling)),
+        "over": format_amount(gpu_figure(after - Fraction(ceiling))),
+    }
 
 
 # --- the ceiling rule ------------------------------------------------------------------------
@@ -112,12 +119,7 @@ def check_ceilings(
         if after <= Fraction(facts.ceiling):
             continue
         raising = [c for c in counted if c.gpus_added > 0]
-        params = {
-            "team": facts.team,
-            "total": format_amount(gpu_figure(after)),
-            "ceiling": format_amount(gpu_figure(facts.ceiling)),
-            "over": format_amount(gpu_figure(after - Fraction(facts.ceiling))),
-        }
+        params = {"team": facts.team, **over_ceiling_figures(after, facts.ceiling)}
         if after > facts.capped and raising:
             msgid = (
                 gettext_noop(

@@ -454,12 +454,16 @@ class TeamGpus:
         self.unpriced += other.unpriced
 
 
-def team_gpus(*, team_ids: Iterable[int] | None = None) -> dict[int, TeamGpus]:
-    """Per team id, its GPUs guaranteed and capped over every cluster, and their cost per hour;
-    one query, whatever the number of teams and clusters."""
+def team_gpus(
+    *, team_ids: Iterable[int] | None = None, namespace_ids: Iterable[int] | None = None
+) -> dict[int, TeamGpus]:
+    """Per team id, its GPUs guaranteed and capped over every cluster (or in those namespaces
+    only), and their cost per hour; one query, whatever the number of teams and clusters."""
     rows = Allocation.objects.all()
     if team_ids is not None:
         rows = rows.filter(team_namespace__team_id__in=list(team_ids))
+    if namespace_ids is not None:
+        rows = rows.filter(team_namespace_id__in=list(namespace_ids))
     out: dict[int, TeamGpus] = defaultdict(TeamGpus)
     for team_id, kind, name, gpu_model, price, guarantee, cap in (
         rows.order_by()

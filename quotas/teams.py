@@ -13,7 +13,7 @@ from django.utils.translation import gettext as _
 from common.amounts import format_amount
 from common.errors import ValidationFailed
 from quotas.audit.chain import audit_changed_fields, audit_record
-from quotas.budgets import gpu_figure, gpus_per_unit
+from quotas.budgets import over_ceiling_figures
 from quotas.locks import (
     lock_deleted_with_namespace,
     lock_membership,
@@ -28,16 +28,28 @@ from quotas.services import clusters_plan_changed, deleted_or_refused, model_che
 # --- ceilings over all clusters, when caps move between teams ----------------------------------
 
 
+def _capped(**allocations) -> Fraction:
+    """The GPUs at the caps of the teams or namespaces named (as quotas.budgets counts them)."""
+    return sum((g.capped for g in team_gpus(**allocations).values()), Fraction(0))
+
+
 def ceiling_move_check(
-    *, counted_under: int, to_team_id: int, gpus: Fraction, field: str, what: str
+    *,
+    counted_under: int,
+    to_team_id: int,
+    gpus: Fraction,
+    field: str,
+    what: str,
+    tree: TeamTree | None = None,
 ) -> None:
     """Moving caps of ``gpus`` GPUs (now counted under team ``counted_under`` and the teams
     above it) to team ``to_team_id`` must keep every ceiling of that team and the teams above
     it that does not count them yet (rule team_gpu_ceiling, as a request's caps are held to
-    it; what approved temporary grants will add is counted when their requests are checked)."""
+    it; what approved temporary grants will add is counted when their requests are checked).
+    ``tree`` may be read already."""
     if gpus <= 0:
         return
-    tree = TeamTree.read()
+    tree = tree or TeamTree.read()
     gaining = [
         t
         for t in tree.chain(to_team_id)
@@ -56,9 +68,7 @@ def ceiling_move_check(
                     "field": field,
                     "what": what,
                     "team": facts.team,
-                    "total": format_amount(gpu_figure(after)),
-                    "ceiling": format_amount(gpu_figure(facts.ceiling)),
-                    "over": format_amount(gpu_figure(after - Fraction(facts.ceiling))),
+                    **over_ceiling_figures(after, facts.ceiling),
                 },
                 field=field,
             )
@@ -110,15 +120,14 @@ def team_check(*, team: Team) -> None:
         return
     stored = Team.objects.filter(pk=team.pk).values_list("parent_id", flat=True).first()
     if stored != team.parent_id:
+        tree = TeamTree.read()
         ceiling_move_check(
             counted_under=team.pk,
             to_team_id=team.parent_id,
-            gpus=sum(
-                (g.capped for g in team_gpus(team_ids=TeamTree.read().subtree(team.pk)).values()),
-                Fraction(0),
-            ),
+            gpus=_capped(team_ids=tree.subtree(team.pk)),
             field="parent",
             what=_("team %(team)s and the teams under it") % {"team": team.slug},
+            tree=tree,
         )
 
 
@@ -284,18 +293,6 @@ def _namespace_state(namespace: TeamNamespace) -> dict:
     }
 
 
-def _namespace_gpus(namespace_id: int) -> Fraction:
-    """The GPUs at the caps of one namespace (as quotas.budgets counts them)."""
-    total = Fraction(0)
-    for kind, name, gpu_model, cap in Allocation.objects.filter(
-        team_namespace_id=namespace_id
-    ).values_list("resource__kind", "resource__name", "resource__gpu_model", "cap"):
-        per_unit = gpus_per_unit(kind=kind, name=name, gpu_model=gpu_model)
-        if per_unit is not None:
-            total += Fraction(cap) * per_unit
-    return total
-
-
 def team_namespace_check(*, team_namespace: TeamNamespace) -> None:
     """A namespace with allocations stays on its cluster: moving it would carry guarantees to a
     cluster whose capacity never promised them. Given to another team, its caps must fit the
@@ -314,7 +311,7 @@ def team_namespace_check(*, team_namespace: TeamNamespace) -> None:
         ceiling_move_check(
             counted_under=team_id,
             to_team_id=team_namespace.team_id,
-            gpus=_namespace_gpus(team_namespace.pk),
+            gpus=_capped(namespace_ids=[team_namespace.pk]),
             field="team",
             what=_("namespace %(namespace)s") % {"namespace": team_namespace.name},
         )

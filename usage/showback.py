@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from fractions import Fraction
 
 from django.conf import settings
@@ -24,7 +24,7 @@ from django.db.models.functions import TruncMonth
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from common.amounts import money
+from common.amounts import money, rounded
 from common.dates import parse_month
 from common.errors import ValidationFailed
 from quotas.budgets import gpus_per_unit
@@ -40,9 +40,7 @@ DEFAULT_MONTHS = 6
 
 def hours_figure(value: Fraction | Decimal | int) -> Decimal:
     """GPU-hours as shown: one decimal, half up."""
-    if isinstance(value, Fraction):
-        value = Decimal(value.numerator) / Decimal(value.denominator)
-    return Decimal(value).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
+    return rounded(value, "0.1")
 
 
 def _months_between(start: date, end: date) -> int:
