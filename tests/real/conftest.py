@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,44 @@ def on_real_cluster(real_cluster):
         return cluster
 
     return point
+
+
+@pytest.fixture
+def kueue_cluster(admin, on_real_cluster):
+    """16 A100s on Kueue: team A 10/14 and team B 6/10 (guarantee/cap) sum to the capacity,
+    so A can only reach its cap by borrowing B's idle guarantee, which B then reclaims (with
+    guarantees below the capacity, the unguaranteed GPUs in the root Cohort would serve B
+    without any reclaim)."""
+    from quotas.models import Cluster, ClusterCapacity, Resource, Team, TeamNamespace
+    from quotas.services import allocation_set
+
+    gpu = Resource.objects.create(
+        name="nvidia.com/gpu",
+        display_name="A100 card",
+        kind=Resource.Kind.GPU,
+        unit="GPU",
+        gpu_model="A100 80GB",
+    )
+    cluster = Cluster.objects.create(
+        name="kueue-real",
+        kueue_enabled=True,
+        volcano_enabled=False,
+        kueue_cpu_pool=Decimal(96),
+        kueue_memory_pool_gib=Decimal(768),
+        max_cap_share=Decimal(1),
+    )
+    ClusterCapacity.objects.create(cluster=cluster, resource=gpu, capacity=Decimal(16))
+    for slug, guarantee, cap in (("team-a", 10, 14), ("team-b", 6, 10)):
+        team = Team.objects.create(slug=slug, name=slug.title())
+        namespace = TeamNamespace.objects.create(
+            team=team, cluster=cluster, name=f"{slug}-training", workload_class="training"
+        )
+        allocation_set(
+            team_namespace=namespace,
+            resource=gpu,
+            guarantee=guarantee,
+            cap=cap,
+            acting_user=admin,
+            reason="kueue reclaim test",
+        )
+    return on_real_cluster(cluster)

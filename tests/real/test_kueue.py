@@ -7,108 +7,19 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from decimal import Decimal
 
 import pytest
 
-from quotas.models import Cluster, ClusterCapacity, Resource, SyncRun, Team, TeamNamespace
-from quotas.services import allocation_set
-from tests.support.real import sync_now
+from quotas.models import SyncRun
+from tests.support.real import (
+    WORKLOADS,
+    cluster_queue_active,
+    is_true,
+    submit_jobs,
+    sync_now,
+)
 
 pytestmark = pytest.mark.django_db
-
-WORKLOADS = "workloads.kueue.x-k8s.io"
-# A realistic training pod: one GPU with the cpu and memory that go with it.
-POD_REQUESTS = {"nvidia.com/gpu": "1", "cpu": "4", "memory": "32Gi"}
-
-
-@pytest.fixture
-def kueue_cluster(admin, on_real_cluster):
-    """16 A100s on Kueue: team A 10/14 and team B 6/10 (guarantee/cap) sum to the capacity,
-    so A can only reach its cap by borrowing B's idle guarantee, which B then reclaims (with
-    guarantees below the capacity, the unguaranteed GPUs in the root Cohort would serve B
-    without any reclaim)."""
-    gpu = Resource.objects.create(
-        name="nvidia.com/gpu",
-        display_name="A100 card",
-        kind=Resource.Kind.GPU,
-        unit="GPU",
-        gpu_model="A100 80GB",
-    )
-    cluster = Cluster.objects.create(
-        name="kueue-real",
-        kueue_enabled=True,
-        volcano_enabled=False,
-        kueue_cpu_pool=Decimal(96),
-        kueue_memory_pool_gib=Decimal(768),
-        max_cap_share=Decimal(1),
-    )
-    ClusterCapacity.objects.create(cluster=cluster, resource=gpu, capacity=Decimal(16))
-    for slug, guarantee, cap in (("team-a", 10, 14), ("team-b", 6, 10)):
-        team = Team.objects.create(slug=slug, name=slug.title())
-        namespace = TeamNamespace.objects.create(
-            team=team, cluster=cluster, name=f"{slug}-training", workload_class="training"
-        )
-        allocation_set(
-            team_namespace=namespace,
-            resource=gpu,
-            guarantee=guarantee,
-            cap=cap,
-            acting_user=admin,
-            reason="kueue reclaim test",
-        )
-    return on_real_cluster(cluster)
-
-
-def submit_jobs(cp, namespace: str, prefix: str, count: int) -> None:
-    """``count`` one-pod Jobs in the namespace's LocalQueue ``default``."""
-    jobs = [
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {
-                "name": f"{prefix}-{i}",
-                "namespace": namespace,
-                "labels": {"kueue.x-k8s.io/queue-name": "default"},
-            },
-            "spec": {
-                "parallelism": 1,
-                "completions": 1,
-                "backoffLimit": 0,
-                "template": {
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "containers": [
-                            {
-                                "name": "train",
-                                "image": "registry.invalid/train:1",
-                                "resources": {
-                                    "requests": POD_REQUESTS,
-                                    "limits": {
-                                        "nvidia.com/gpu": "1",
-                                        "memory": POD_REQUESTS["memory"],
-                                    },
-                                },
-                            }
-                        ],
-                    }
-                },
-            },
-        }
-        for i in range(count)
-    ]
-    cp.kubectl("apply", "-f", "-", input=_as_list(jobs))
-
-
-def _as_list(items: list[dict]) -> str:
-    return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
-
-
-def _true(workload: dict, condition: str) -> bool:
-    return any(
-        c["type"] == condition and c["status"] == "True"
-        for c in workload.get("status", {}).get("conditions", ())
-    )
 
 
 def workloads(cp, namespace: str) -> list[dict]:
@@ -116,7 +27,7 @@ def workloads(cp, namespace: str) -> list[dict]:
 
 
 def admitted(cp, namespace: str) -> list[dict]:
-    return [w for w in workloads(cp, namespace) if _true(w, "Admitted")]
+    return [w for w in workloads(cp, namespace) if is_true(w, "Admitted")]
 
 
 def running_pods(cp, namespace: str) -> list[dict]:
@@ -165,9 +76,9 @@ def counts(cp, namespace: str) -> dict[str, int]:
     items = workloads(cp, namespace)
     return {
         "workloads": len(items),
-        "admitted": sum(_true(w, "Admitted") for w in items),
-        "evicted": sum(_true(w, "Evicted") for w in items),
-        "preempted": sum(_true(w, "Preempted") for w in items),
+        "admitted": sum(is_true(w, "Admitted") for w in items),
+        "evicted": sum(is_true(w, "Evicted") for w in items),
+        "preempted": sum(is_true(w, "Preempted") for w in items),
     }
 
 
@@ -178,7 +89,7 @@ def test_a_team_borrows_up_to_its_cap_and_the_lender_reclaims_its_guarantee(
     run = sync_now(kueue_cluster)
     assert run.status == SyncRun.Status.SUCCEEDED, (run.error, run.backend_problems)
     for name in ("team-a-training", "team-b-training"):
-        wait_for(f"ClusterQueue {name} active", lambda cq=name: _cq_active(cp, cq))
+        wait_for(f"ClusterQueue {name} active", lambda cq=name: cluster_queue_active(cp, cq))
 
     # (1) Team A gets its guarantee.
     submit_jobs(cp, "team-a-training", "a", 10)
@@ -221,7 +132,7 @@ def test_a_team_borrows_up_to_its_cap_and_the_lender_reclaims_its_guarantee(
     # A keeps exactly its guarantee: only the 4 GPUs it borrowed of B's were preempted.
     assert a["admitted"] == 10, a
     assert a["preempted"] == 4 and a["evicted"] == 4, a
-    preempted = [w for w in workloads(cp, "team-a-training") if _true(w, "Preempted")]
+    preempted = [w for w in workloads(cp, "team-a-training") if is_true(w, "Preempted")]
     reasons = {
         c["reason"]
         for w in preempted
@@ -237,8 +148,3 @@ def test_a_team_borrows_up_to_its_cap_and_the_lender_reclaims_its_guarantee(
         f"after {running_after:.1f} s; A preempted {a['preempted']} ({reasons}), keeps "
         f"{a['admitted']}"
     )
-
-
-def _cq_active(cp, name: str) -> bool | dict:
-    cq = cp.get_json("clusterqueues.kueue.x-k8s.io", name)
-    return (cq is not None and _true(cq, "Active")) or (cq or {}).get("status", {})

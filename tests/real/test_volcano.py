@@ -10,64 +10,21 @@ import pytest
 from django.core.management import call_command
 
 from quotas.models import Cluster, SyncRun, Team
-from tests.support.real import sync_now
+from tests.support.real import (
+    TEAM_A,
+    TEAM_B,
+    create_volcano,
+    podgroup_of,
+    sync_now,
+    synced_demo,
+    volcano_job,
+    wait_for_open_queues,
+)
 from tests.support.waiting import poll
 
 pytestmark = pytest.mark.django_db
 
-TEAM_A = "team-a-training"
-TEAM_B = "team-b-inference"
 REFUSED = "is not the Volcano queue of namespace"
-
-
-def volcano_job(name: str, *, replicas: int, min_available: int, queue: str | None = None):
-    spec = {
-        "schedulerName": "volcano",
-        "minAvailable": min_available,
-        "tasks": [
-            {
-                "name": "worker",
-                "replicas": replicas,
-                "template": {
-                    "spec": {
-                        # team-a's allocation admits the training class only.
-                        "priorityClassName": "training",
-                        "restartPolicy": "Never",
-                        "containers": [
-                            {
-                                "name": "train",
-                                "image": "busybox",
-                                "resources": {
-                                    "requests": {"nvidia.com/gpu": "1"},
-                                    "limits": {"nvidia.com/gpu": "1"},
-                                },
-                            }
-                        ],
-                    }
-                },
-            }
-        ],
-    }
-    if queue is not None:
-        spec["queue"] = queue
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": TEAM_A},
-        "spec": spec,
-    }
-
-
-def create(cp, obj: dict, check: bool = True):
-    return cp.kubectl("create", "-f", "-", input=json.dumps(obj), check=check)
-
-
-def podgroup_of(cp, job: str) -> dict | None:
-    for pg in cp.get_json("podgroups.scheduling.volcano.sh", namespace=TEAM_A)["items"]:
-        owners = pg["metadata"].get("ownerReferences") or []
-        if any(o["kind"] == "Job" and o["name"] == job for o in owners):
-            return pg
-    return None
 
 
 def running(cp, job: str) -> int:
@@ -77,59 +34,18 @@ def running(cp, job: str) -> int:
     return sum(p["status"].get("phase") == "Running" for p in json.loads(pods)["items"])
 
 
-def wait_for_open_queues(cp, *names: str) -> None:
-    """Volcano's job webhook takes jobs only into queues its controller has opened."""
-
-    def open_():
-        queues = cp.get_json("queues.scheduling.volcano.sh")["items"]
-        state = {q["metadata"]["name"]: (q.get("status") or {}).get("state") for q in queues}
-        return all(state.get(name) == "Open" for name in names)
-
-    poll(f"queues {', '.join(names)} open", open_)
-
-
-def synced_demo(cp, on_real_cluster) -> Cluster:
-    call_command("seed_demo")
-    cluster = on_real_cluster(Cluster.objects.get(name="demo"))
-    run = sync_now(cluster)
-    assert run.status == SyncRun.Status.SUCCEEDED, (run.error, run.backend_problems)
-    wait_for_open_queues(cp, "default", TEAM_A, TEAM_B)
-    wait_for_queue_policies(cp)
-    return cluster
-
-
-def wait_for_queue_policies(cp) -> None:
-    """The API server loads admission policies a moment after they are written: waits until
-    a server-side dry run shows both in force (a Job naming no queue comes back with the
-    team's; one naming another team's queue is refused)."""
-
-    def dry_run(obj: dict):
-        args = ("create", "--dry-run=server", "-o", "json", "-f", "-")
-        return cp.kubectl(*args, input=json.dumps(obj), check=False)
-
-    def mutated():
-        proc = dry_run(volcano_job("probe", replicas=1, min_available=1))
-        return proc.returncode == 0 and json.loads(proc.stdout)["spec"].get("queue") == TEAM_A
-
-    def refused():
-        return dry_run(volcano_job("probe", replicas=1, min_available=1, queue=TEAM_B)).returncode
-
-    poll("the queue MutatingAdmissionPolicy in force", mutated)
-    poll("the queue ValidatingAdmissionPolicy in force", refused)
-
-
 def test_a_job_naming_no_queue_runs_in_the_team_queue_within_its_capability(
     real_cluster, on_real_cluster
 ):
     synced_demo(real_cluster, on_real_cluster)
-    create(real_cluster, volcano_job("first", replicas=4, min_available=4))
+    create_volcano(real_cluster, volcano_job("first", replicas=4, min_available=4))
     pg = poll("the PodGroup of job first", lambda: podgroup_of(real_cluster, "first"))
     assert pg["spec"]["queue"] == TEAM_A
     poll("4 running pods of job first", lambda: running(real_cluster, "first") == 4)
 
     # 4 running + a gang of 7 is above the queue's capability of 10 (the default queue has no
     # capability and 12 of the 16 GPUs free): Volcano keeps the gang out of the queue.
-    create(real_cluster, volcano_job("second", replicas=7, min_available=7))
+    create_volcano(real_cluster, volcano_job("second", replicas=7, min_available=7))
     pg = poll("the PodGroup of job second", lambda: podgroup_of(real_cluster, "second"))
     assert pg["spec"]["queue"] == TEAM_A
 
@@ -164,16 +80,18 @@ def test_work_naming_another_queue_is_refused_and_the_default_queue_is_corrected
         "metadata": {"name": "borrowed", "namespace": TEAM_A},
         "spec": {"minMember": 1, "queue": TEAM_B},
     }
-    refused = create(real_cluster, podgroup, False)
+    refused = create_volcano(real_cluster, podgroup, False)
     assert refused.returncode != 0 and REFUSED in refused.stderr, refused.stderr
 
     # `default` (or nothing): set to the team's queue by the MutatingAdmissionPolicy.
-    create(real_cluster, volcano_job("defaulted", replicas=1, min_available=1, queue="default"))
+    create_volcano(
+        real_cluster, volcano_job("defaulted", replicas=1, min_available=1, queue="default")
+    )
     job = real_cluster.get_json("jobs.batch.volcano.sh", "defaulted", TEAM_A)
     assert job["spec"]["queue"] == TEAM_A
     podgroup["metadata"]["name"] = "plain"
     podgroup["spec"]["queue"] = "default"
-    create(real_cluster, podgroup)
+    create_volcano(real_cluster, podgroup)
     assert real_cluster.get_json("podgroup", "plain", TEAM_A)["spec"]["queue"] == TEAM_A
 
     # A bare pod for Volcano: its PodGroup (made by Volcano's podgroup controller from the
@@ -185,7 +103,7 @@ def test_work_naming_another_queue_is_refused_and_the_default_queue_is_corrected
         "metadata": {"name": "bare", "namespace": TEAM_A},
         "spec": {**pod["spec"], "schedulerName": "volcano"},
     }
-    create(real_cluster, pod)
+    create_volcano(real_cluster, pod)
 
     def podgroup_of_bare():
         for pg in real_cluster.get_json("podgroups", namespace=TEAM_A)["items"]:
@@ -220,5 +138,5 @@ def test_a_department_counts_its_members_guarantee_once(real_cluster, on_real_cl
     wait_for_open_queues(real_cluster, "research", "ml", TEAM_A, TEAM_B)
 
     # 16 GPUs, 4 guaranteed to team-b: team-a may use its whole cap of 10.
-    create(real_cluster, volcano_job("big", replicas=10, min_available=1, queue=TEAM_A))
+    create_volcano(real_cluster, volcano_job("big", replicas=10, min_available=1, queue=TEAM_A))
     poll("10 running pods of job big", lambda: running(real_cluster, "big") == 10, timeout=90)
