@@ -131,3 +131,24 @@ def unit_label(unit: str) -> str:
     """A resource's unit as the reader reads it (translated when it is a word);
     ``{{ row.unit|unit }}``."""
     return str(UNIT_WORDS.get(unit, unit))
+
+
+_DURATION_UNITS = (
+    (86400, pgettext_lazy("duration", "%(n)s d")),
+    (3600, pgettext_lazy("duration", "%(n)s h")),
+    (60, pgettext_lazy("duration", "%(n)s min")),
+    (1, pgettext_lazy("duration", "%(n)s s")),
+)
+
+
+def format_duration(seconds: int) -> str:
+    """A span of seconds in its two largest units, exactly when they say it all: 86400 -> "1 d",
+    5400 -> "1 h 30 min", 90061 -> "1 d 1 h" (the rest is in the seconds shown beside it)."""
+    parts, rest = [], int(seconds)
+    for size, text in _DURATION_UNITS:
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(str(text) % {"n": count})
+        if len(parts) == 2:
+            break
+    return " ".join(parts) or str(_DURATION_UNITS[-1][1]) % {"n": 0}

@@ -10,8 +10,9 @@ What a template may use:
   text is made in the view (``ngettext``).
 - ``url("name", arg, ...)``: ``reverse``; ``static("path")``: the static file's URL.
 - Django's ``|date("Y-m-d H:i")`` (in the current time zone), ``|timesince`` and
-  ``|truncatechars(n)``, and the portal's ``|money(currency)`` (``1,234.50 USD``), beside
-  Jinja2's own filters.
+  ``|truncatechars(n)``, and the portal's ``|money(currency)`` (``1,234.50 USD``),
+  ``|duration`` (seconds as "1 d 2 h") and ``|format_code(name=value)`` (a translated text
+  with machine names put in as ``<code>``), beside Jinja2's own filters.
 - ``request``, ``csrf_input``, ``csrf_token`` and what the context processors give
   (settings.TEMPLATES), as in every page.
 
@@ -25,8 +26,9 @@ from django.templatetags.static import static
 from django.urls import reverse
 from django.utils import translation
 from django.utils.timezone import template_localtime
+from markupsafe import Markup, escape
 
-from common.amounts import format_money
+from common.amounts import format_duration, format_money
 from jinja2 import Environment, StrictUndefined
 
 
@@ -37,6 +39,14 @@ def url(name: str, *args) -> str:
 def date(value, format_string: str) -> str:
     """Django's ``|date``, in the current time zone as the Django template language gives it."""
     return defaultfilters.date(template_localtime(value), format_string)
+
+
+def format_code(text: str, **names: str) -> Markup:
+    """A translated text with machine names (field names, as a cluster spells them) put in
+    as ``<code>``: ``_("set %(field)s")|format_code(field="spec.x")``. The text is escaped,
+    the names too, each in its element."""
+    code = Markup("<code>{}</code>")
+    return escape(text) % {k: code.format(v) for k, v in names.items()}
 
 
 def environment(**options) -> Environment:
@@ -52,5 +62,7 @@ def environment(**options) -> Environment:
         timesince=defaultfilters.timesince_filter,
         truncatechars=defaultfilters.truncatechars,
         money=format_money,
+        duration=format_duration,
+        format_code=format_code,
     )
     return env

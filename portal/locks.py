@@ -28,6 +28,8 @@ LOCK_ORDER: tuple[str, ...] = (
     # What the decision changes.
     "quotas.Allocation",
     "quotas.TeamNamespace",
+    # A namespace's maximum run times (after its namespace; the class they name comes next).
+    "quotas.RunTimeLimit",
     # Before the clusters: removing a class checks the allocations with the clusters locked,
     # as every approval locks the clusters before it writes an allocation's classes.
     "quotas.PriorityClass",

@@ -8,6 +8,7 @@ from django.utils.translation import gettext_lazy
 from approvals.views.suggestions import suggestion_list
 from overview.views import clusters as overview_views
 from overview.views.home import home
+from overview.views.waiting import team_waiting
 from portal import favicon, health, token_views
 from portal.api.views import ApiDocs, ApiSchema
 from quotas.audit.views import audit_export_csv, audit_log
@@ -21,6 +22,7 @@ urlpatterns = [
     path("clusters/", overview_views.cluster_list, name="clusters"),
     path("clusters/<slug:name>/", overview_views.cluster_detail, name="cluster-detail"),
     path("summary/", overview_views.summary, name="summary"),
+    path("waiting/<slug:slug>/", team_waiting, name="team-waiting"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", health.healthz, name="healthz"),

@@ -42,6 +42,7 @@ from quotas.models import (
     ManagedObject,
     PriorityClass,
     Resource,
+    RunTimeLimit,
     SyncLease,
     SyncObjectResult,
     SyncRequest,
@@ -71,6 +72,10 @@ from quotas.services import (
     priority_class_delete,
     priority_class_delete_problems,
     priority_class_save,
+    run_time_limit_check,
+    run_time_limit_delete,
+    run_time_limit_set,
+    run_time_seconds,
     team_namespace_set_shadow,
 )
 from quotas.teams import (
@@ -512,6 +517,47 @@ class PriorityClassAdmin(DeleteThroughServiceMixin, admin.ModelAdmin):
 
     def delete_through_service(self, request, obj) -> None:
         priority_class_delete(priority_class=obj, acting_user=request.user)
+
+
+class RunTimeLimitForm(ServiceErrorsForm):
+    class Meta:
+        model = RunTimeLimit
+        fields = ["team_namespace", "priority_class", "max_seconds"]
+
+    def clean(self):
+        data = super().clean()
+        ns = data.get("team_namespace") or getattr(self.instance, "team_namespace", None)
+        pc = data.get("priority_class") or getattr(self.instance, "priority_class", None)
+        if ns is not None and pc is not None:
+            self.check_with(run_time_limit_check, team_namespace=ns, priority_class=pc)
+        if data.get("max_seconds") is not None:
+            self.check_with(run_time_seconds, value=data["max_seconds"])
+        return data
+
+
+@admin.register(RunTimeLimit)
+class RunTimeLimitAdmin(ServiceDeletesMixin, admin.ModelAdmin):
+    form = RunTimeLimitForm
+    list_display = ["team_namespace", "priority_class", "max_seconds", "updated_at"]
+    list_select_related = ["team_namespace__cluster", "priority_class"]
+    list_filter = ["team_namespace__cluster", "priority_class"]
+    search_fields = ["team_namespace__name", "priority_class__name"]
+    autocomplete_fields = ["team_namespace", "priority_class"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["team_namespace", "priority_class"] if obj else []
+
+    def save_model(self, request, obj, form, change):
+        saved = run_time_limit_set(
+            team_namespace=obj.team_namespace,
+            priority_class=obj.priority_class,
+            max_seconds=obj.max_seconds,
+            acting_user=request.user,
+        )
+        obj.pk = saved.pk
+
+    def delete_through_service(self, request, obj) -> None:
+        run_time_limit_delete(limit=obj, acting_user=request.user)
 
 
 class TeamMembershipInline(admin.TabularInline):

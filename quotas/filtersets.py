@@ -30,6 +30,7 @@ from quotas.models import (
     Cluster,
     DriftEvent,
     Resource,
+    RunTimeLimit,
     SyncRun,
     Team,
     TeamNamespace,
@@ -185,6 +186,17 @@ class NamespaceFilterSet(PortalFilterSet):
 
     class Meta:
         model = TeamNamespace
+        fields = ["cluster", "team"]
+
+
+class RunTimeLimitFilterSet(PortalFilterSet):
+    """Maximum run times: ?cluster=&team=, both optional, as for namespaces."""
+
+    cluster = cluster_filter("team_namespace__cluster")
+    team = team_filter("team_namespace__team")
+
+    class Meta:
+        model = RunTimeLimit
         fields = ["cluster", "team"]
 
 

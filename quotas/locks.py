@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 
 from django.contrib.auth.models import Group, User
 
-from quotas.models.allocations import Allocation
+from quotas.models.allocations import Allocation, RunTimeLimit
 from quotas.models.audit import AuditChainHead
 from quotas.models.clusters import Cluster, ClusterCapacity, PriorityClass, Resource
 from quotas.models.teams import Team, TeamMembership, TeamNamespace
@@ -140,6 +140,15 @@ def lock_allocation(*, team_namespace, resource) -> Allocation | None:
 
 def lock_team_namespace(team_namespace_id: int) -> TeamNamespace:
     return TeamNamespace.objects.select_for_update(of=SELF).get(pk=team_namespace_id)
+
+
+def lock_run_time_limit(*, team_namespace_id: int, priority_class_id: int) -> RunTimeLimit | None:
+    """One namespace's maximum run time of one class, or None when it has none."""
+    return _first(
+        RunTimeLimit.objects.filter(
+            team_namespace_id=team_namespace_id, priority_class_id=priority_class_id
+        )
+    )
 
 
 def lock_priority_class(priority_class_id: int, *, missing_ok: bool = True) -> PriorityClass | None:

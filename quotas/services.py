@@ -14,6 +14,7 @@ from django.utils.translation import gettext as _
 from common.amounts import format_amount
 from common.errors import ValidationFailed
 from quotas.audit.chain import audit_record
+from quotas.kube.render import MAX_RUN_TIME_CLASS_LENGTH
 from quotas.locks import (
     lock_allocation,
     lock_capacity,
@@ -21,6 +22,7 @@ from quotas.locks import (
     lock_cluster,
     lock_clusters,
     lock_priority_class,
+    lock_run_time_limit,
     lock_team_namespace,
 )
 from quotas.models import (
@@ -30,9 +32,11 @@ from quotas.models import (
     ClusterCapacity,
     PriorityClass,
     Resource,
+    RunTimeLimit,
     SyncRequest,
     TeamNamespace,
 )
+from quotas.models.allocations import MAX_RUN_TIME_SECONDS
 from quotas.rules import allocation_problems
 
 log = logging.getLogger(__name__)
@@ -471,6 +475,22 @@ def _every_cluster_synced(*, acting_user: User | None, reason: str) -> None:
 
 def priority_class_delete_problems(*, priority_class: PriorityClass) -> list[str]:
     """Why the class cannot be removed now (empty: it can): allocations that allow it."""
+    limited = [
+        f"{r.team_namespace.name} ({r.team_namespace.cluster.name})"
+        for r in priority_class.run_time_limits.select_related("team_namespace__cluster")
+    ]
+    if limited:
+        return [
+            _(
+                "priority class %(name)s has a maximum run time in %(count)s namespace(s): "
+                "%(namespaces)s; remove those first"
+            )
+            % {
+                "name": priority_class.name,
+                "count": len(limited),
+                "namespaces": ", ".join(limited[:10]) + (" …" if len(limited) > 10 else ""),
+            }
+        ]
     using = [
         f"{a.team_namespace.name} {a.resource.name} ({a.team_namespace.cluster.name})"
         for a in Allocation.objects.exclude(priority_classes=[])
@@ -584,3 +604,143 @@ def cluster_capacity_delete(*, capacity: ClusterCapacity, acting_user: User | No
             before=before,
             after=None,
         )
+
+
+# --- maximum run times ------------------------------------------------------------------------
+
+
+def run_time_seconds(value: object, field: str = "max_seconds") -> int:
+    """A maximum run time in whole seconds, 1 to 2147483647 (Kueue's int32), or the error."""
+    if isinstance(value, bool):
+        value = None
+    try:
+        seconds = int(str(value).strip()) if value is not None else None
+    except ValueError:
+        seconds = None
+    if seconds is None or not 1 <= seconds <= MAX_RUN_TIME_SECONDS:
+        raise ValidationFailed(
+            _("%(field)s: a maximum run time is a whole number of seconds from 1 to %(max)s")
+            % {"field": field, "max": MAX_RUN_TIME_SECONDS},
+            field=field,
+        )
+    return seconds
+
+
+def _run_time_limit_state(limit: RunTimeLimit) -> dict:
+    ns = limit.team_namespace
+    return {
+        "cluster": ns.cluster.name,
+        "namespace": ns.name,
+        "priority_class": limit.priority_class.name,
+        "max_seconds": limit.max_seconds,
+    }
+
+
+def run_time_limit_check(*, team_namespace: TeamNamespace, priority_class: PriorityClass) -> None:
+    """A maximum run time is for a class pods of the namespace may use: where every allocation
+    of the namespace limits its classes, one of them must allow it. Its name is the key of a
+    Namespace annotation, so it has at most MAX_RUN_TIME_CLASS_LENGTH characters."""
+    if len(priority_class.name) > MAX_RUN_TIME_CLASS_LENGTH:
+        raise ValidationFailed(
+            _(
+                "priority_class: a maximum run time needs a class name of at most %(max)s "
+                "characters (it names a Namespace annotation); %(name)s has %(length)s"
+            )
+            % {
+                "max": MAX_RUN_TIME_CLASS_LENGTH,
+                "name": priority_class.name,
+                "length": len(priority_class.name),
+            },
+            field="priority_class",
+        )
+    lists = [a.priority_classes for a in team_namespace.allocations.all()]
+    if lists and all(lists) and not any(priority_class.name in c for c in lists):
+        allowed = sorted({name for c in lists for name in c})
+        raise ValidationFailed(
+            _(
+                "priority_class: %(name)s is not allowed in namespace %(namespace)s "
+                "(allowed: %(allowed)s), so a maximum run time for it would never apply"
+            )
+            % {
+                "name": priority_class.name,
+                "namespace": team_namespace.name,
+                "allowed": ", ".join(allowed),
+            },
+            field="priority_class",
+        )
+
+
+def run_time_limit_set(
+    *,
+    team_namespace: TeamNamespace,
+    priority_class: PriorityClass,
+    max_seconds: object,
+    acting_user: User | None,
+) -> RunTimeLimit:
+    """Set the maximum run time of one class in a team namespace: checked, audited, synced.
+
+    Locks the namespace, the limit and the class (so the class cannot be removed while a limit
+    comes to name it), then the cluster."""
+    seconds = run_time_seconds(max_seconds)
+    with transaction.atomic():
+        ns = lock_team_namespace(team_namespace.pk)
+        row = lock_run_time_limit(team_namespace_id=ns.pk, priority_class_id=priority_class.pk)
+        pc = lock_priority_class(priority_class.pk)
+        if pc is None:
+            raise ValidationFailed(
+                _("priority_class: %(name)s no longer exists") % {"name": priority_class.name},
+                field="priority_class",
+            )
+        run_time_limit_check(team_namespace=ns, priority_class=pc)
+        before = None if row is None else _run_time_limit_state(row)
+        if row is None:
+            row = RunTimeLimit(team_namespace=ns, priority_class=pc, max_seconds=seconds)
+        elif row.max_seconds == seconds:
+            return row
+        else:
+            row.max_seconds = seconds
+        row.team_namespace, row.priority_class = ns, pc
+        row.save()
+        _run_time_limits_synced(ns, acting_user, f"maximum run time of {pc.name} in {ns.name}")
+        audit_record(
+            acting_user=acting_user,
+            action="run_time_limit.set",
+            target=row,
+            before=before,
+            after=_run_time_limit_state(row),
+        )
+    return row
+
+
+def run_time_limit_delete(*, limit: RunTimeLimit, acting_user: User | None) -> None:
+    """Remove a maximum run time: audited; the cluster is synced (the annotation goes)."""
+    with transaction.atomic():
+        ns = lock_team_namespace(limit.team_namespace_id)
+        row = lock_run_time_limit(
+            team_namespace_id=ns.pk, priority_class_id=limit.priority_class_id
+        )
+        if row is None:
+            return  # removed meanwhile
+        row.team_namespace = ns
+        before = _run_time_limit_state(row)
+        gone = RunTimeLimit(
+            pk=row.pk, team_namespace=ns, priority_class=row.priority_class, max_seconds=0
+        )
+        row.delete()
+        _run_time_limits_synced(
+            ns, acting_user, f"maximum run time of {before['priority_class']} in {ns.name} removed"
+        )
+        audit_record(
+            acting_user=acting_user,
+            action="run_time_limit.deleted",
+            target=gone,
+            before=before,
+            after=None,
+        )
+
+
+def _run_time_limits_synced(ns: TeamNamespace, acting_user: User | None, reason: str) -> None:
+    cluster_plan_touch(cluster_id=ns.cluster_id)
+    cluster_sync_request(
+        cluster=ns.cluster, acting_user=acting_user, reason=reason, namespaces=[ns.name]
+    )

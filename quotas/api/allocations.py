@@ -2,6 +2,7 @@
 pages: ``GET namespaces/?cluster=&team=``, ``GET allocations/<id>/`` and
 ``GET allocations/<id>/versions/`` (every kept version, newest first)."""
 
+from django.db.models import Prefetch
 from django.http import Http404
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema, extend_schema_view
@@ -10,17 +11,37 @@ from rest_framework import generics, serializers
 from common.api.pagination import ApiPagination
 from quotas.api.serializers import AllocationSerializer, AmountField
 from quotas.filtersets import NamespaceFilterSet
-from quotas.models import Allocation, AllocationVersion, TeamNamespace
+from quotas.models import Allocation, AllocationVersion, RunTimeLimit, TeamNamespace
 from quotas.selectors import allocations_visible_to, namespaces_visible_to
+
+
+class NamespaceRunTimeSerializer(serializers.Serializer):
+    priority_class = serializers.CharField(source="priority_class.name")
+    max_seconds = serializers.IntegerField()
 
 
 class NamespaceSerializer(serializers.ModelSerializer):
     cluster = serializers.CharField(source="cluster.name")
     team = serializers.CharField(source="team.slug")
+    max_run_times = NamespaceRunTimeSerializer(
+        source="run_time_limits",
+        many=True,
+        read_only=True,
+        help_text="The longest a pod, Job or Kueue Workload of each priority class may run.",
+    )
 
     class Meta:
         model = TeamNamespace
-        fields = ["id", "name", "cluster", "team", "workload_class", "shadow", "created_at"]
+        fields = [
+            "id",
+            "name",
+            "cluster",
+            "team",
+            "workload_class",
+            "shadow",
+            "created_at",
+            "max_run_times",
+        ]
 
 
 class AllocationVersionSerializer(serializers.ModelSerializer):
@@ -59,6 +80,14 @@ class NamespaceList(generics.ListAPIView):
         return (
             namespaces_visible_to(self.request.user)
             .select_related("cluster", "team")
+            .prefetch_related(
+                Prefetch(
+                    "run_time_limits",
+                    RunTimeLimit.objects.select_related("priority_class").order_by(
+                        "priority_class__name"
+                    ),
+                )
+            )
             .order_by("cluster__name", "name")
         )
 

@@ -57,6 +57,15 @@ KINDS: dict[tuple[str, str], KindPath] = {
     ("kueue.x-k8s.io/v1beta2", "Cohort"): KindPath("cohorts", False),
 }
 
+# The kinds the portal only reads, never writes (quotas.kube.waiting: why work waits).
+READ_ONLY_KINDS: dict[tuple[str, str], KindPath] = {
+    ("v1", "Event"): KindPath("events", True),
+    ("batch/v1", "Job"): KindPath("jobs", True),
+    ("apps/v1", "ReplicaSet"): KindPath("replicasets", True),
+    ("kueue.x-k8s.io/v1beta2", "Workload"): KindPath("workloads", True),
+    ("scheduling.volcano.sh/v1beta1", "PodGroup"): KindPath("podgroups", True),
+}
+
 
 class KubeError(Exception):
     """The API server refused a request, or could not be reached."""
@@ -89,7 +98,7 @@ class KubeNotFound(KubeError):
 
 def object_path(api_version: str, kind: str, namespace: str = "", name: str = "") -> str:
     try:
-        info = KINDS[(api_version, kind)]
+        info = KINDS.get((api_version, kind)) or READ_ONLY_KINDS[(api_version, kind)]
     except KeyError:
         raise KubeError(f"kind {kind} of {api_version} is not one the portal manages") from None
     base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"

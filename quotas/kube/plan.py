@@ -45,6 +45,8 @@ class NamespacePlan:
     allocations: tuple[AllocationPlan, ...] = ()
     # Shadow: computed and reported, never written (staged rollout per namespace).
     shadow: bool = False
+    # (priority class, seconds): the longest a pod, Job or Workload of the class may run.
+    max_run_times: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,8 @@ class SharedTotals:
     any_allocations: bool
     per_pod_max_resources: tuple[str, ...]  # resources with a per-pod max in some namespace
     vgpu_memory_resources: tuple[str, ...]  # HAMi vGPU memory resources allocated somewhere
+    # Whether some namespace of the cluster has a maximum run time.
+    any_max_run_time: bool = False
     # The departments above the plan's namespaces (every department in a plan of all).
     departments: tuple[DepartmentPlan, ...] = ()
 
@@ -164,9 +168,16 @@ def cluster_plan(cluster, namespaces: Collection[str] | None = None) -> ClusterP
 
 def _namespace_plans(rows) -> tuple[NamespacePlan, ...]:
     """The plans of the TeamNamespace rows `rows`, by name, with their allocations."""
-    from quotas.models import Allocation
+    from quotas.models import Allocation, RunTimeLimit
 
     namespaces = list(rows.select_related("team__parent__parent__parent").order_by("name"))
+    run_times: dict[int, list[tuple[str, int]]] = {}
+    for ns_id, name, seconds in (
+        RunTimeLimit.objects.filter(team_namespace__in=[ns.id for ns in namespaces])
+        .order_by("priority_class__name")
+        .values_list("team_namespace_id", "priority_class__name", "max_seconds")
+    ):
+        run_times.setdefault(ns_id, []).append((name, seconds))
     by_namespace: dict[int, list[AllocationPlan]] = {}
     allocations = Allocation.objects.filter(
         team_namespace__in=[ns.id for ns in namespaces]
@@ -195,6 +206,7 @@ def _namespace_plans(rows) -> tuple[NamespacePlan, ...]:
                 workload_class=ns.workload_class,
                 allocations=tuple(by_namespace.get(ns.id, ())),
                 shadow=getattr(ns, "shadow", False),
+                max_run_times=tuple(run_times.get(ns.id, ())),
             )
         )
     return tuple(plans)
@@ -217,7 +229,7 @@ def _shared_totals(cluster, namespaces: tuple[NamespacePlan, ...], volcano: bool
     namespace: one aggregate over the allocations per resource, and the departments above
     `namespaces` from their members' allocations only."""
     from quotas.kube.render import HAMI_COUNT_RESOURCES
-    from quotas.models import Allocation
+    from quotas.models import Allocation, RunTimeLimit
 
     per_resource = (
         Allocation.objects.filter(team_namespace__cluster=cluster)
@@ -237,6 +249,7 @@ def _shared_totals(cluster, namespaces: tuple[NamespacePlan, ...], volcano: bool
         any_allocations=any_allocations,
         per_pod_max_resources=tuple(per_pod_max),
         vgpu_memory_resources=tuple(vgpu_memory),
+        any_max_run_time=RunTimeLimit.objects.filter(team_namespace__cluster=cluster).exists(),
         departments=_department_plans(cluster, namespaces) if volcano else (),
     )
 

@@ -14,6 +14,9 @@ Mapping (see shared/PRODUCT.md, "How an allocation maps onto cluster objects"):
 - per-pod max: one cluster-wide ``ValidatingAdmissionPolicy`` + binding that reads each
   namespace's maxima from its annotations (never a LimitRange: see
   :func:`render_per_pod_max_policy`).
+- maximum run time: one cluster-wide ``ValidatingAdmissionPolicy`` + binding that holds pods,
+  Jobs and Kueue Workloads of a limited priority class to a deadline within the namespace's
+  maximum (:func:`render_max_run_time_policy`).
 - Volcano: one cluster-scoped ``Queue`` per team namespace (deserved = guarantee, capability =
   cap) under department queues; the Namespace names its queue in an annotation.
 - Kueue (v1beta2): ``ResourceFlavor`` per GPU model plus ``default-flavor``, ``Cohort`` chain
@@ -83,6 +86,11 @@ PER_POD_MAX_ANNOTATION_PREFIX = "quota-portal/per-pod-max."
 # Marks a namespace whose HAMi containers must state their vGPU memory (see
 # render_per_pod_max_policy); one annotation per vGPU memory resource.
 VGPU_MEMORY_REQUIRED_ANNOTATION_PREFIX = "quota-portal/vgpu-memory-required."
+MAX_RUN_TIME_POLICY_NAME = "quota-portal-max-run-time"
+# One Namespace annotation per limited priority class, its value the seconds. The class name
+# is the annotation's name part, which allows 63 characters: hence MAX_RUN_TIME_CLASS_LENGTH.
+MAX_RUN_TIME_ANNOTATION_PREFIX = "quota-portal/max-run-time."
+MAX_RUN_TIME_CLASS_LENGTH = 63 - len(MAX_RUN_TIME_ANNOTATION_PREFIX.split("/", 1)[1])
 # The LimitRange that gives containers default cpu/memory requests where the quota caps them.
 LIMIT_RANGE_NAME = "default-requests"
 # Default requests, in base units (cores, bytes): what a small sidecar (a mesh proxy, a log
@@ -307,6 +315,7 @@ def shared_totals(plan: ClusterPlan) -> SharedTotals:
         vgpu_memory_resources=tuple(
             sorted({name for ns in plan.namespaces for name in _vgpu_memory_resources(ns)})
         ),
+        any_max_run_time=any(ns.max_run_times for ns in plan.namespaces),
     )
 
 
@@ -339,6 +348,16 @@ def vgpu_memory_required_annotation(resource_name: str) -> str:
     """The Namespace annotation that makes HAMi containers of the namespace state
     ``resource_name`` (a vGPU memory resource): ``quota-portal/vgpu-memory-required.<name>``."""
     return _resource_annotation(VGPU_MEMORY_REQUIRED_ANNOTATION_PREFIX, resource_name)
+
+
+def max_run_time_annotation(priority_class: str) -> str:
+    """``quota-portal/max-run-time.<class>``: the namespace's maximum run time of the class,
+    in seconds. The admission policy builds the key from the class name, so it is never
+    shortened: a class with a maximum run time has at most MAX_RUN_TIME_CLASS_LENGTH
+    characters (quotas.services.run_time_limit_check)."""
+    if len(priority_class) > MAX_RUN_TIME_CLASS_LENGTH:
+        raise ValueError(f"priority class name too long for a maximum run time: {priority_class}")
+    return MAX_RUN_TIME_ANNOTATION_PREFIX + priority_class
 
 
 def _resource_annotation(prefix: str, resource_name: str) -> str:
@@ -385,6 +404,8 @@ def render_namespace_object(plan: ClusterPlan, ns: NamespacePlan) -> dict:
     }
     for name in _vgpu_memory_resources(ns):
         annotations[vgpu_memory_required_annotation(name)] = "true"
+    for priority_class, seconds in ns.max_run_times:
+        annotations[max_run_time_annotation(priority_class)] = str(seconds)
     if "volcano" in plan.backends and ns.allocations:
         annotations[VOLCANO_QUEUE_ANNOTATION] = ns.name
     if annotations:
@@ -512,6 +533,17 @@ def _cel_pod_level(field: str, resource: str) -> str:
     return (
         f"has(object.spec.resources) && has(object.spec.resources.{field})"
         f" && '{resource}' in object.spec.resources.{field}"
+    )
+
+
+def _deny_binding(plan: ClusterPlan, policy_name: str) -> dict:
+    """The binding that puts a ValidatingAdmissionPolicy in force: refusing (Deny), with the
+    policy's name."""
+    return kube_object(
+        ADMISSION_API,
+        "ValidatingAdmissionPolicyBinding",
+        _metadata(plan, policy_name),
+        spec={"policyName": policy_name, "validationActions": ["Deny"]},
     )
 
 
@@ -724,12 +756,148 @@ def render_per_pod_max_policy(plan: ClusterPlan) -> list[dict]:
             "validations": validations,
         },
     )
-    binding = kube_object(
-        ADMISSION_API,
-        "ValidatingAdmissionPolicyBinding",
-        _metadata(plan, PER_POD_MAX_POLICY_NAME),
-        spec={"policyName": PER_POD_MAX_POLICY_NAME, "validationActions": ["Deny"]},
+    binding = _deny_binding(plan, PER_POD_MAX_POLICY_NAME)
+    return [policy, binding]
+
+
+def render_max_run_time_policy(plan: ClusterPlan) -> list[dict]:
+    """The ``ValidatingAdmissionPolicy`` and binding that hold what runs under a priority class
+    with a maximum run time (:func:`max_run_time_annotation` on its Namespace) to a deadline
+    within it, or nothing when no namespace of the cluster has one.
+
+    What ends a run, and what the policy therefore requires of each kind:
+
+    - a Job (batch/v1): ``spec.activeDeadlineSeconds``. The job controller counts it from the
+      Job's start (reset while the Job is suspended, so a Job Kueue holds back does not use up
+      its time waiting), then deletes its pods and marks it failed (``DeadlineExceeded``); the
+      quota's used GPUs go back down. The class is the pod template's ``priorityClassName``.
+    - a pod: ``spec.activeDeadlineSeconds``, which the kubelet enforces (the pod fails with
+      ``DeadlineExceeded``). A pod whose controller is a Job is held through its Job instead:
+      the Job's deadline covers its pods, and requiring one per pod as well would make every
+      retry start a new clock.
+    - a Kueue Workload made directly (no controller owner; one Kueue makes for a Job is held
+      through the Job): ``spec.maximumExecutionTimeSeconds``. Kueue counts it from admission
+      and, when it passes, deactivates the Workload and releases its quota. The class is
+      ``spec.priorityClassRef`` when it names a Kubernetes PriorityClass.
+
+    A deadline must be stated, and at most the maximum. On UPDATE (Jobs and Workloads: the
+    deadline is mutable) only a change of it is checked, so the controllers' own updates of
+    objects made before a maximum was set or lowered still pass. Pods are checked on CREATE
+    (their deadline can only be lowered afterwards). ``failurePolicy: Fail``: a hand-edited
+    annotation that is no number denies instead of letting runs go unbounded.
+    """
+    if not shared_totals(plan).any_max_run_time:
+        return []
+    annotations = "namespaceObject.metadata.annotations"
+    deadline_of = (
+        "variables.isWorkload"
+        " ? (has({o}.spec.maximumExecutionTimeSeconds) ? {o}.spec.maximumExecutionTimeSeconds : 0)"
+        " : (has({o}.spec.activeDeadlineSeconds) ? {o}.spec.activeDeadlineSeconds : 0)"
     )
+    variables = [
+        {"name": "isWorkload", "expression": "request.resource.group == 'kueue.x-k8s.io'"},
+        {"name": "isJob", "expression": "request.resource.group == 'batch'"},
+        {
+            "name": "className",
+            "expression": "variables.isJob"
+            " ? (has(object.spec.template.spec.priorityClassName)"
+            " ? object.spec.template.spec.priorityClassName : '')"
+            " : variables.isWorkload"
+            " ? (has(object.spec.priorityClassRef)"
+            " && object.spec.priorityClassRef.group == 'scheduling.k8s.io'"
+            " ? object.spec.priorityClassRef.name : '')"
+            " : (has(object.spec.priorityClassName) ? object.spec.priorityClassName : '')",
+        },
+        {
+            "name": "key",
+            "expression": f"'{MAX_RUN_TIME_ANNOTATION_PREFIX}' + variables.className",
+        },
+        {
+            "name": "limited",
+            "expression": f"variables.className != '' && has({annotations})"
+            f" && variables.key in {annotations}",
+        },
+        {
+            "name": "maxSeconds",
+            "expression": f"variables.limited ? int({annotations}[variables.key]) : 0",
+        },
+        {
+            # Held through its controller: a Job's pods, a Workload Kueue made for an owner.
+            "name": "heldByOwner",
+            "expression": "!variables.isJob && has(object.metadata.ownerReferences)"
+            " && object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller"
+            " && (variables.isWorkload || (r.apiVersion == 'batch/v1' && r.kind == 'Job')))",
+        },
+        {"name": "deadline", "expression": deadline_of.format(o="object")},
+        {
+            "name": "oldDeadline",
+            "expression": "request.operation == 'UPDATE' ? ("
+            + deadline_of.format(o="oldObject")
+            + ") : -1",
+        },
+        {
+            "name": "field",
+            "expression": "variables.isWorkload ? 'spec.maximumExecutionTimeSeconds'"
+            " : 'spec.activeDeadlineSeconds'",
+        },
+    ]
+    fits = "variables.deadline > 0 && variables.deadline <= variables.maxSeconds"
+    validation = {
+        "expression": f"!variables.limited || variables.heldByOwner || ({fits})"
+        " || variables.deadline == variables.oldDeadline",
+        "message": "runs of this priority class must state a deadline within the maximum run"
+        " time of the namespace",
+        "messageExpression": "request.kind.kind + ' ' + object.metadata.name"
+        " + ' of priority class ' + variables.className + ' in namespace '"
+        " + namespaceObject.metadata.name + ' must state ' + variables.field"
+        " + ' of at most ' + string(variables.maxSeconds)"
+        " + ' (the maximum run time of the class there); it states '"
+        " + (variables.deadline > 0 ? string(variables.deadline) : 'none')",
+        "reason": "Forbidden",
+    }
+    rules = [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE"],
+            "resources": ["pods"],
+            "scope": "Namespaced",
+        },
+        {
+            "apiGroups": ["batch"],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["jobs"],
+            "scope": "Namespaced",
+        },
+    ]
+    if "kueue" in plan.backends:
+        rules.append(
+            {
+                "apiGroups": ["kueue.x-k8s.io"],
+                "apiVersions": [KUEUE_API.split("/")[1]],
+                "operations": ["CREATE", "UPDATE"],
+                "resources": ["workloads"],
+                "scope": "Namespaced",
+            }
+        )
+    policy = kube_object(
+        ADMISSION_API,
+        "ValidatingAdmissionPolicy",
+        _metadata(plan, MAX_RUN_TIME_POLICY_NAME),
+        spec={
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "namespaceSelector": {
+                    "matchLabels": {MANAGED_BY_LABEL: plan.managed_by, CLUSTER_LABEL: plan.name}
+                },
+                "resourceRules": rules,
+            },
+            "variables": variables,
+            "validations": [validation],
+        },
+    )
+    binding = _deny_binding(plan, MAX_RUN_TIME_POLICY_NAME)
     return [policy, binding]
 
 
@@ -976,12 +1144,7 @@ def render_volcano_queue_policy(plan: ClusterPlan) -> list[dict]:
             ],
         },
     )
-    binding = kube_object(
-        ADMISSION_API,
-        "ValidatingAdmissionPolicyBinding",
-        _metadata(plan, VOLCANO_QUEUE_POLICY_NAME),
-        spec={"policyName": VOLCANO_QUEUE_POLICY_NAME, "validationActions": ["Deny"]},
-    )
+    binding = _deny_binding(plan, VOLCANO_QUEUE_POLICY_NAME)
     objects = [policy, binding]
     if not plan.mutating_policies_served:
         return objects
@@ -1484,6 +1647,7 @@ def render_cluster(plan: ClusterPlan) -> list[dict]:
             objects.append(limit_range)
     objects += render_priority_classes(plan)
     objects += render_per_pod_max_policy(plan)
+    objects += render_max_run_time_policy(plan)
     objects += render_volcano_queues(plan)
     objects += render_volcano_queue_policy(plan)
     objects += render_kueue_objects(plan)

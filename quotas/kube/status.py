@@ -173,6 +173,14 @@ _SYNC_REASONS = [
     (re.compile(r"resource (?P<name>\S+) changed"), gettext_noop("resource %(name)s changed")),
     (re.compile(r"sync mode (?P<name>\S+)"), gettext_noop("sync mode %(name)s")),
     (re.compile(r"sync now"), gettext_noop("sync now")),
+    (
+        re.compile(r"maximum run time of (?P<name>\S+) in (?P<namespace>\S+)"),
+        gettext_noop("maximum run time of %(name)s in %(namespace)s"),
+    ),
+    (
+        re.compile(r"maximum run time of (?P<name>\S+) in (?P<namespace>\S+) removed"),
+        gettext_noop("maximum run time of %(name)s in %(namespace)s removed"),
+    ),
 ]
 
 

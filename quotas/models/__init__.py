@@ -1,7 +1,12 @@
 """Data model of quotas: clusters, resources, teams, namespaces, versioned allocations, the
 cluster sync and the audit chain."""
 
-from quotas.models.allocations import Allocation, AllocationVersion
+from quotas.models.allocations import (
+    MAX_RUN_TIME_SECONDS,
+    Allocation,
+    AllocationVersion,
+    RunTimeLimit,
+)
 from quotas.models.audit import AuditEvent
 from quotas.models.clusters import Cluster, ClusterCapacity, PriorityClass, Resource
 from quotas.models.sync import (
@@ -15,6 +20,7 @@ from quotas.models.sync import (
 from quotas.models.teams import Team, TeamMembership, TeamNamespace
 
 __all__ = [
+    "MAX_RUN_TIME_SECONDS",
     "Allocation",
     "AllocationVersion",
     "AuditEvent",
@@ -24,6 +30,7 @@ __all__ = [
     "ManagedObject",
     "PriorityClass",
     "Resource",
+    "RunTimeLimit",
     "SyncLease",
     "SyncObjectResult",
     "SyncRequest",

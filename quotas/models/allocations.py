@@ -2,6 +2,7 @@
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
@@ -139,3 +140,57 @@ class AllocationVersion(AllocationValues):
 
     def __str__(self) -> str:
         return f"{self.allocation} v{self.version}"
+
+
+# Kueue's Workload.spec.maximumExecutionTimeSeconds is an int32; activeDeadlineSeconds of pods
+# and Jobs is an int64, so the int32 bound holds for all three.
+MAX_RUN_TIME_SECONDS = 2**31 - 1
+
+
+class RunTimeLimit(models.Model):
+    """The longest a pod, Job or Kueue Workload of one priority class may run in a team
+    namespace, after which Kubernetes (or Kueue) ends it and its GPUs are free again.
+
+    Written to the cluster as a Namespace annotation that an admission policy reads: pods,
+    Jobs and Workloads of the class must state a deadline within it
+    (quotas.kube.render.render_max_run_time_policy)."""
+
+    team_namespace = models.ForeignKey(
+        "quotas.TeamNamespace",
+        on_delete=models.CASCADE,
+        related_name="run_time_limits",
+        verbose_name=_("team namespace"),
+    )
+    priority_class = models.ForeignKey(
+        "quotas.PriorityClass",
+        on_delete=models.PROTECT,
+        related_name="run_time_limits",
+        verbose_name=_("priority class"),
+    )
+    max_seconds = models.PositiveIntegerField(
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_RUN_TIME_SECONDS)],
+        help_text=_(
+            "Longest run in seconds (86400 = one day); pods and jobs of the class must state a "
+            "deadline within it."
+        ),
+        verbose_name=_("maximum run time (seconds)"),
+    )
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
+
+    class Meta:
+        verbose_name = _("maximum run time")
+        verbose_name_plural = _("maximum run times")
+        ordering = ["team_namespace__cluster__name", "team_namespace__name", "priority_class__name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team_namespace", "priority_class"], name="run_time_limit_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(max_seconds__gte=1) & Q(max_seconds__lte=MAX_RUN_TIME_SECONDS),
+                name="run_time_limit_seconds_in_range",
+                violation_error_message="maximum run time must be between 1 and 2147483647 s",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team_namespace} {self.priority_class.name}: {self.max_seconds} s"

@@ -27,6 +27,11 @@ REQUIRED_RULES = {
     ("", "limitranges"): WRITE,
     ("", "configmaps"): WRITE,
     ("", "pods"): {"list"},
+    ("", "events"): {"list"},
+    ("batch", "jobs"): {"list"},
+    ("apps", "replicasets"): {"list"},
+    ("scheduling.volcano.sh", "podgroups"): {"list"},
+    ("kueue.x-k8s.io", "workloads"): {"list"},
     ("scheduling.k8s.io", "priorityclasses"): WRITE,
     ("admissionregistration.k8s.io", "validatingadmissionpolicies"): WRITE,
     ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"): WRITE,
@@ -249,6 +254,21 @@ def test_cluster_role_lets_the_sync_write_every_kind_it_manages():
         else:
             needed = {"list", "create", "patch", "delete"}
         assert needed <= granted.get((group, path.plural), set()), kind
+
+
+def test_cluster_role_lets_the_portal_list_every_kind_it_reads():
+    from quotas.kube.client import READ_ONLY_KINDS
+
+    (role,) = of_kind("ClusterRole")
+    listed = {
+        (group, resource)
+        for rule in role["rules"]
+        if "list" in rule["verbs"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    for (api_version, _kind), path in READ_ONLY_KINDS.items():
+        assert (api_version.rpartition("/")[0], path.plural) in listed, path.plural
 
 
 def test_cluster_role_is_bound_to_the_service_account():

@@ -37,6 +37,7 @@ from quotas.models import (
     ManagedObject,
     PriorityClass,
     Resource,
+    RunTimeLimit,
     SyncLease,
     SyncObjectResult,
     SyncRequest,
@@ -63,11 +64,14 @@ def _grow(i: int) -> None:
     cluster = Cluster.objects.create(name=f"cluster{i}")
     resource = Resource.objects.create(name=f"example.com/gpu-{i}", display_name=f"GPU {i}")
     ClusterCapacity.objects.create(cluster=cluster, resource=resource, capacity=Decimal(100))
-    PriorityClass.objects.create(name=f"class-{i}", value=1000 + i)
+    priority_class = PriorityClass.objects.create(name=f"class-{i}", value=1000 + i)
     parent = Team.objects.filter(slug="team0").first()
     team = Team.objects.create(slug=f"team{i}", name=f"Team {i}", parent=parent)
     TeamMembership.objects.create(team=team, user=user, role=TeamMembership.Role.LEAD)
     namespace = TeamNamespace.objects.create(team=team, cluster=cluster, name=f"team{i}-train")
+    RunTimeLimit.objects.create(
+        team_namespace=namespace, priority_class=priority_class, max_seconds=3600
+    )
     allocation = Allocation.objects.create(
         team_namespace=namespace, resource=resource, guarantee=Decimal(1), cap=Decimal(2)
     )

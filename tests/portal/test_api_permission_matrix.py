@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 from approvals.lifecycle import request_create
 from approvals.lines import LineInput
 from portal.tokens import api_token_create, api_token_revoke
-from quotas.models import DriftEvent, SyncRun
+from quotas.models import DriftEvent, PriorityClass, RunTimeLimit, SyncRun
 from tests.support.api import API, view_methods
 from tests.support.usage import june_suggestions_create, june_usage_create
 
@@ -47,6 +47,12 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("api-allocations", "GET"): EVERYONE,
     ("api-allocation", "GET"): TEAM_A,
     ("api-allocation-versions", "GET"): TEAM_A,
+    # What waits in team-a's namespace (read from its cluster): team-a, admins and auditors.
+    ("api-namespace-waiting", "GET"): TEAM_A,
+    ("api-run-time-limits", "GET"): EVERYONE,
+    # Setting and removing maximum run times: platform admins only.
+    ("api-run-time-limits", "PUT"): row(403, 403, 403, 201, 403),
+    ("api-run-time-limit", "DELETE"): row(403, 403, 403, 204, 403),
     ("api-clusters", "GET"): OVERVIEW,
     ("api-cluster", "GET"): OVERVIEW,
     ("api-plan-violations", "GET"): OVERVIEW,
@@ -108,6 +114,12 @@ BODIES = {
     "api-request-changes": {"comment": "smaller"},
     "api-request-revoke": {"comment": "not needed"},
     "api-request-comments": {"text": "why eight?"},
+    "api-run-time-limits": {
+        "cluster": "demo",
+        "namespace": "team-a-training",
+        "priority_class": "experiment",
+        "max_seconds": 3600,
+    },
     "api-request-extend": {
         "ends_at": (timezone.now() + timedelta(days=2)).isoformat(),
         "justification": "longer",
@@ -171,6 +183,10 @@ def world(
     )
     run = SyncRun.objects.create(cluster=cluster, trigger="manual", mode="enforce")
     DriftEvent.objects.create(cluster=cluster, run=run, kind="Queue", api_version="v1", name="q")
+    experiment = PriorityClass.objects.create(name="experiment", value=100)
+    limit = RunTimeLimit.objects.create(
+        team_namespace=alloc_b.team_namespace, priority_class=experiment, max_seconds=600
+    )
     users = {
         "member": member_a,
         "lead": lead_a,
@@ -192,12 +208,18 @@ def world(
             "allocation": alloc_a.pk,
             "sync_run": run.pk,
             "suggestion": suggestion.pk,
+            "namespace": alloc_a.team_namespace_id,
+            "run_time_limit": limit.pk,
         },
     }
 
 
 def _url(route: str, name: str, method: str, ids: dict) -> str:
-    if "allocation" in name:
+    if name == "api-namespace-waiting":
+        pk = ids["namespace"]
+    elif name == "api-run-time-limit":
+        pk = ids["run_time_limit"]
+    elif "allocation" in name:
         pk = ids["allocation"]
     elif "sync-run" in name:
         pk = ids["sync_run"]

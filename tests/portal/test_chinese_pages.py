@@ -266,6 +266,9 @@ def _paths(world) -> dict[str, list[str]]:
         # The parts of a request's page that update by themselves, as the page polls them.
         "requests-live": [f"/requests/{pk}/live/" for pk, _ in requests],
         "requests-edit": [f"/requests/{pk}/edit/" for pk in editable],
+        "team-waiting": [
+            f"/waiting/{slug}/" for slug in Team.objects.values_list("slug", flat=True)
+        ],
         "suggestion-request": [
             f"/requests/from-suggestion/{pk}/"
             for pk in Suggestion.objects.order_by("pk").values_list("pk", flat=True)

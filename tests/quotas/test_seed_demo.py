@@ -83,6 +83,7 @@ def test_seed_demo_records_what_it_sets_up_in_the_audit_log():
         "cluster.created": 2,
         "capacity.changed": 3,
         "namespace.created": 6,
+        "run_time_limit.set": 1,
         "allocation.changed": 6,
     }
     admin = AuditEvent.objects.get(action="user.created", target_repr="admin")

@@ -14,12 +14,21 @@ import yaml
 from django.core.management import call_command
 from django.utils import timezone
 
-from quotas.models import Allocation, Cluster, PriorityClass, SyncRun, TeamNamespace
+from quotas.kube.live_waits import waits_of_namespaces
+from quotas.models import (
+    Allocation,
+    Cluster,
+    PriorityClass,
+    RunTimeLimit,
+    SyncRun,
+    TeamNamespace,
+)
 from quotas.services import (
     allocation_set,
     priority_class_delete,
     priority_class_delete_problems,
     priority_class_save,
+    run_time_limit_delete,
 )
 from tests.support.real import sync_now
 from tests.support.waiting import poll
@@ -120,6 +129,9 @@ def scenario(cp, cluster: Cluster) -> list[SyncRun]:
         '{"spec":{"hard":{"requests.cpu":"1"}}}',
     )
     runs.append(sync_now(cluster))
+    # Why work waits, read with the schedulers still on (their Workloads or PodGroups).
+    read = waits_of_namespaces(TeamNamespace.objects.filter(cluster=cluster))
+    assert read and all(entry["error"] == "" for entry in read), read
     # Pruning: every scheduler's objects, and every namespace's per-pod max.
     Cluster.objects.filter(pk=cluster.pk).update(
         volcano_enabled=False, kueue_enabled=False, yunikorn_enabled=False
@@ -136,6 +148,8 @@ def scenario(cp, cluster: Cluster) -> list[SyncRun]:
             acting_user=admin,
             reason="test: prune",
         )
+    for limit in RunTimeLimit.objects.all():
+        run_time_limit_delete(limit=limit, acting_user=admin)
     experiment = PriorityClass.objects.get(name="experiment")
     assert priority_class_delete_problems(priority_class=experiment) == []
     priority_class_delete(priority_class=experiment, acting_user=admin)

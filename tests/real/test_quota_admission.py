@@ -62,6 +62,8 @@ def pod(name: str, namespace: str, *containers, priority: str | None, resources=
     spec: dict = {"schedulerName": "default-scheduler", "containers": list(containers)}
     if priority:
         spec["priorityClassName"] = priority
+    if priority == "experiment" and namespace == "team-c-dev":
+        spec["activeDeadlineSeconds"] = 3600  # the demo's maximum run time there is a day
     if resources:
         spec["resources"] = resources
     return {

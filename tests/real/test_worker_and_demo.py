@@ -40,6 +40,8 @@ def gpu_pod(name: str, gpus: int, namespace: str = TEAM_A, **metadata) -> dict:
         "spec": {
             # The classes the demo allows in team-a-training and in team-c-dev.
             "priorityClassName": "training" if namespace == TEAM_A else "experiment",
+            # The demo's experiments in team-c-dev have a maximum run time of a day.
+            **({} if namespace == TEAM_A else {"activeDeadlineSeconds": 3600}),
             "containers": [
                 {
                     "name": "main",

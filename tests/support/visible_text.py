@@ -43,6 +43,13 @@ ALLOWED_WORDS = frozenset(
         # Kubernetes' own object kinds, as Chinese documentation writes them.
         "Pod",
         "Pods",
+        "Job",
+        "Jobs",
+        # ... and Kueue's and Volcano's (why work waits).
+        "Workload",
+        "Workloads",
+        "PodGroup",
+        "PodGroups",
         # Products and projects, by their own names.
         "Kubernetes",
         "Kueue",

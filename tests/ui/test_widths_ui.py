@@ -240,6 +240,7 @@ def _pages(world: dict) -> list[tuple[str, str]]:
         ("usage", "/usage/?cluster=demo"),
         ("usage MIG", "/usage/?cluster=demo-mig"),
         ("showback", "/showback/"),
+        ("waiting", "/waiting/team-a/"),
         ("suggestions", "/suggestions/"),
         ("audit", "/audit/"),
         ("tokens", "/tokens/"),

@@ -17,7 +17,12 @@ from quotas.models import Cluster, PriorityClass, Resource, Team, TeamNamespace
 from quotas.models import TeamMembership as M
 from quotas.people import user_save
 from quotas.roles import ensure_role_groups, sync_role_permissions
-from quotas.services import allocation_set, cluster_capacity_set, priority_class_save
+from quotas.services import (
+    allocation_set,
+    cluster_capacity_set,
+    priority_class_save,
+    run_time_limit_set,
+)
 from quotas.teams import team_membership_save, team_namespace_save, team_save
 
 SOURCE = "seed_demo"
@@ -84,6 +89,9 @@ TOP_PRIORITY_SHARE = Decimal("0.4")
 
 # The clusters' GPU-hour prices (QUOTA_CURRENCY): the own A100s, and the MIG cluster as a
 # cloud's (a 3g.40gb slice costs half, a 1g.10gb a seventh of it).
+# The source document's answer for long experiments: a maximum run time, after which their GPUs
+# are free again. (cluster, namespace, priority class, seconds)
+RUN_TIME_LIMITS = [("demo", "team-c-dev", "experiment", 24 * 3600)]
 GPU_HOUR_PRICES = {"demo": Decimal("1.20"), "demo-mig": Decimal("2.50")}
 # Each team's ceiling over both clusters, in GPUs (a MIG slice by its share of a card): team A
 # holds 10 + 2 × 1/2 = 11, team B 6 + 6/7, team C 4 + 4/7, so team C's cap 6 on demo is
@@ -269,6 +277,13 @@ class Command(BaseCommand):
                     reason="demo data",
                     source=SOURCE,
                 )
+        for cluster, ns_name, class_name, seconds in RUN_TIME_LIMITS:
+            run_time_limit_set(
+                team_namespace=TeamNamespace.objects.get(cluster=clusters[cluster], name=ns_name),
+                priority_class=PriorityClass.objects.get(name=class_name),
+                max_seconds=seconds,
+                acting_user=users["admin"],
+            )
         # The demo's log is anchored from its first events on (AUDIT_ANCHOR_FILE), not only
         # from beat's first anchor.
         transaction.on_commit(lambda: audit_anchor_write(reason=SOURCE))

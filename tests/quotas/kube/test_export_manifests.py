@@ -141,9 +141,15 @@ def test_demo_per_pod_max_is_an_admission_policy_and_namespaces_name_their_queue
     docs = documents(export("--cluster", "demo"))
     assert not [d for d in docs if d["kind"] == "LimitRange"]
     kinds = [d["kind"] for d in docs]
-    # The per-pod max policy and the Volcano queue policy.
-    assert kinds.count("ValidatingAdmissionPolicy") == 2
-    assert kinds.count("ValidatingAdmissionPolicyBinding") == 2
+    # The per-pod max policy, the maximum run time policy (team-c-dev's experiments) and the
+    # Volcano queue policy.
+    policies = {d["metadata"]["name"] for d in docs if d["kind"] == "ValidatingAdmissionPolicy"}
+    assert policies == {
+        "quota-portal-per-pod-max",
+        "quota-portal-max-run-time",
+        "quota-portal-volcano-queue",
+    }, policies
+    assert kinds.count("ValidatingAdmissionPolicyBinding") == 3
     namespaces = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Namespace"}
     annotations = namespaces["team-a-training"]["metadata"]["annotations"]
     assert annotations == {
@@ -151,7 +157,8 @@ def test_demo_per_pod_max_is_an_admission_policy_and_namespaces_name_their_queue
         "scheduling.volcano.sh/queue-name": "team-a-training",
     }
     assert namespaces["team-c-dev"]["metadata"]["annotations"] == {
-        "scheduling.volcano.sh/queue-name": "team-c-dev"
+        "quota-portal/max-run-time.experiment": "86400",
+        "scheduling.volcano.sh/queue-name": "team-c-dev",
     }
 
 
