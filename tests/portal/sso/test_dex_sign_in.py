@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
 
 from portal.models import SsoIdentity
-from portal.sso.backends import SSO_BACKEND
+from portal.sso.backends import PASSWORD_BACKEND, SSO_BACKEND
 from quotas.models import AuditEvent, Team, TeamMembership
 from quotas.roles import is_auditor, is_platform_admin
 from tests.support.people import make_user
@@ -257,9 +257,8 @@ def test_logout_ends_at_the_providers_end_session_endpoint(client, sso, sign_in,
 def test_without_password_login_only_single_sign_on_opens_a_session(client, sso, sign_in, settings):
     from django.test import Client
 
-    make_user("local", groups=())
     old = Client()
-    assert old.login(username="local", password="pw")  # opened while passwords were on
+    old.force_login(make_user("local"), backend=PASSWORD_BACKEND)  # while passwords were on
     assert old.get("/requests/").status_code == 200
 
     settings.PASSWORD_LOGIN = False
@@ -278,3 +277,17 @@ def test_without_password_login_only_single_sign_on_opens_a_session(client, sso,
 
     assert sign_in(client, BOB)["Location"] == "/"
     assert client.get("/requests/").status_code == 200
+
+
+def test_the_discovery_document_is_kept_then_read_again(client, sso, sign_in, settings):
+    from django.core.cache import cache
+
+    sign_in(client, BOB)
+    client.logout()
+    sso.stop()
+    start = client.get("/sso/login/")  # the endpoints as kept: no request to the provider
+    assert start["Location"].startswith(sso.issuer + "/auth?")
+    cache.clear()
+    refused = client.get("/sso/login/")
+    assert refused["Location"] == "/login/"
+    assert any("cannot be reached" in m for m in _messages(refused))
