@@ -14,9 +14,7 @@ import requests
 
 from controlplane.sso_provider import PASSWORD, DexProvider, DexUser, dex_binary
 
-ENABLE_HINT = (
-    "dex not built: `make controlplane` (needs Go 1.26) enables tests/portal/sso/test_dex_*"
-)
+ENABLE_HINT = "dex not built: `make controlplane` (needs Go 1.26) enables the single sign-on tests"
 CALLBACK = "http://testserver/sso/callback/"
 ANN = DexUser(
     "ann@example.com",
