@@ -16,6 +16,7 @@ import atexit
 import json
 import secrets
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from common.processes import die_with_parent
 from controlplane import build
+from controlplane.certs import Authority
 
 # bcrypt of "password" (dex's own example configuration).
 PASSWORD = "password"  # noqa: S105 (the demo users' password)
@@ -80,25 +82,38 @@ class DexProvider:
     client_id: str = "gpu-quota-portal"
     client_secret: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     port: int = field(default_factory=_free_port)
+    # HTTPS with a certificate of a CA of its own (``ca_file``), for the portal's OIDC_CA_FILE.
+    tls: bool = False
 
     def __post_init__(self) -> None:
         self._proc: subprocess.Popen | None = None
         self.workdir = Path(self.workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.ca_file: Path | None = None
+        if self.tls:
+            authority = Authority(self.workdir / "pki")
+            self._cert, self._key = authority.serving("dex")
+            self.ca_file = authority.ca_file
 
     @property
     def issuer(self) -> str:
-        return f"http://127.0.0.1:{self.port}/dex"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}/dex"
 
     @property
     def log_file(self) -> Path:
         return self.workdir / "dex.log"
 
+    def _web(self) -> dict:
+        address = f"127.0.0.1:{self.port}"
+        if not self.tls:
+            return {"http": address}
+        return {"https": address, "tlsCert": str(self._cert), "tlsKey": str(self._key)}
+
     def config(self) -> dict:
         return {
             "issuer": self.issuer,
             "storage": {"type": "memory"},
-            "web": {"http": f"127.0.0.1:{self.port}"},
+            "web": self._web(),
             "oauth2": {"skipApprovalScreen": True, "responseTypes": ["code"]},
             "enablePasswordDB": True,
             "staticClients": [
@@ -137,13 +152,15 @@ class DexProvider:
 
     def _wait_ready(self, timeout: float = 30) -> None:
         url = self.issuer + "/.well-known/openid-configuration"
+        context = ssl.create_default_context(cafile=self.ca_file) if self.ca_file else None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc is not None and self._proc.poll() is not None:
                 tail = self.log_file.read_text(errors="replace")[-3000:]
                 raise ProviderError(f"dex exited with {self._proc.returncode}:\n{tail}")
             try:
-                with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (loopback)
+                # Loopback only.
+                with urllib.request.urlopen(url, timeout=2, context=context) as response:  # noqa: S310
                     if response.status == 200:
                         return
             except (urllib.error.URLError, OSError):

@@ -520,7 +520,6 @@ OIDC_DISCOVERY_SECONDS = env.int("OIDC_DISCOVERY_SECONDS", default=3600)
 # does not chain to the system's authorities.
 OIDC_TIMEOUT = env.float("OIDC_TIMEOUT", default=10.0)
 OIDC_CA_FILE = env.str("OIDC_CA_FILE", default="")
-OIDC_VERIFY_SSL = OIDC_CA_FILE or True
 # The claim holding the user's groups, and the groups that make platform admins, auditors and
 # team leads or members ({slug} is the team's slug). A kind of role whose groups are unset is
 # left as the portal's admins set it; one that is set follows the provider at every sign-in.

@@ -18,7 +18,7 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import absolutify
 
 from portal.sso.claims import id_token_problem
-from portal.sso.discovery import ProviderUnavailable, provider_endpoints
+from portal.sso.discovery import ProviderUnavailable, provider_endpoints, verify
 from portal.sso.mapping import GroupMapping
 from portal.sso.services import SsoRefused, sso_sign_in
 
@@ -61,7 +61,7 @@ class SsoBackend(OIDCAuthenticationBackend):
     @staticmethod
     def get_settings(attr, *args):
         if attr == "OIDC_VERIFY_SSL":
-            return settings.OIDC_CA_FILE or True
+            return verify()  # the same CA as the discovery document's
         return OIDCAuthenticationBackend.get_settings(attr, *args)
 
     def authenticate(self, request, *, nonce=None, code_verifier=None, sso_callback=False):

@@ -59,7 +59,9 @@ def _location(response, base: str) -> str:
     return urljoin(base, response.headers["Location"])
 
 
-def provider_round_trip(start_location: str, email: str, password: str = PASSWORD) -> str:
+def provider_round_trip(
+    start_location: str, email: str, password: str = PASSWORD, *, verify: bool | str = True
+) -> str:
     """Follows the provider's redirects and fills its password form; returns the URL it sends
     the browser back to (the portal's callback with code and state)."""
     browser = requests.Session()
@@ -67,7 +69,7 @@ def provider_round_trip(start_location: str, email: str, password: str = PASSWOR
     for _step in range(12):
         if url.startswith("http://testserver/"):
             return url
-        response = browser.get(url, allow_redirects=False, timeout=10)
+        response = browser.get(url, allow_redirects=False, timeout=10, verify=verify)
         if response.is_redirect:
             url = _location(response, url)
             continue
@@ -80,6 +82,7 @@ def provider_round_trip(start_location: str, email: str, password: str = PASSWOR
             data={"login": email, "password": password},
             allow_redirects=False,
             timeout=10,
+            verify=verify,
         )
         assert response.is_redirect, f"the provider refused {email}: {response.text[:300]}"
         url = _location(response, post_url)

@@ -11,12 +11,21 @@ from django.contrib import auth
 from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
 
+from controlplane.sso_provider import DexProvider
 from portal.models import SsoIdentity
 from portal.sso.backends import PASSWORD_BACKEND, SSO_BACKEND
 from quotas.models import AuditEvent, Team, TeamMembership
 from quotas.roles import is_auditor, is_platform_admin
 from tests.support.people import make_user
-from tests.support.sso import ANN, BOB, callback_path, provider_round_trip
+from tests.support.sso import (
+    ANN,
+    BOB,
+    CALLBACK,
+    callback_path,
+    point_portal_at,
+    provider_round_trip,
+    require_dex,
+)
 
 
 @pytest.fixture
@@ -291,3 +300,19 @@ def test_the_discovery_document_is_kept_then_read_again(client, sso, sign_in, se
     refused = client.get("/sso/login/")
     assert refused["Location"] == "/login/"
     assert any("cannot be reached" in m for m in _messages(refused))
+
+
+def test_an_https_provider_is_trusted_through_its_ca_file(client, settings, db, tmp_path):
+    require_dex()
+    with DexProvider(
+        tmp_path / "dex-tls", client_redirect_uris=[CALLBACK], users=[BOB], tls=True
+    ) as dex:
+        point_portal_at(settings, dex)
+        refused = client.get("/sso/login/")  # the system's CAs do not know this one
+        assert refused["Location"] == "/login/"
+        settings.OIDC_CA_FILE = str(dex.ca_file)
+        start = client.get("/sso/login/")
+        assert start["Location"].startswith("https://127.0.0.1:")
+        back = provider_round_trip(start["Location"], BOB.email, verify=str(dex.ca_file))
+        assert client.get(callback_path(back))["Location"] == "/"  # code, keys and token by TLS
+        assert client.session[auth.BACKEND_SESSION_KEY] == SSO_BACKEND
