@@ -80,6 +80,10 @@ def test_first_sign_in_makes_the_account_identity_and_roles(client, sso, sign_in
         e.actor is None and "single sign-on" in e.comment
         for e in AuditEvent.objects.order_by("seq")[before:]
     )
+    # The API, in the session single sign-on opened, lists the new identity's event.
+    listed = client.get("/api/v1/audit-events/", {"action": "sso_identity.created"})
+    assert listed.status_code == 200
+    assert [e["target_type"] for e in listed.json()["results"]] == ["SsoIdentity"]
 
 
 def test_next_sign_in_follows_the_groups_and_keeps_the_user(client, sso, sign_in, teams):
