@@ -123,6 +123,12 @@ COMPONENTS = (
         },
         assets={"crd": "config/crd/volcano/bases"},
     ),
+    # The OpenID Connect provider of the single sign-on tests. Its web assets are embedded.
+    Component(
+        name="dex",
+        module="github.com/dexidp/dex",
+        binaries={"dex": "github.com/dexidp/dex/cmd/dex"},
+    ),
 )
 
 

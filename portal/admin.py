@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.utils.translation import gettext_lazy
 
 from common.api.idempotency import IdempotencyKey
-from portal.models import ApiToken, WorkerHeartbeat
+from portal.models import ApiToken, SsoIdentity, WorkerHeartbeat
 from portal.tokens import api_token_revoke
 
 
@@ -62,4 +62,26 @@ class IdempotencyKeyAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(SsoIdentity)
+class SsoIdentityAdmin(admin.ModelAdmin):
+    """Read-only: identities are made at a user's first single sign-on (portal.sso.services,
+    audited) and go with their user; deactivating the user refuses their next sign-in."""
+
+    list_display = ["user", "issuer", "subject", "created_at", "last_login_at"]
+    list_select_related = ["user"]
+    list_filter = ["issuer"]
+    search_fields = ["user__username", "subject"]
+    fields = ["user", "issuer", "subject", "created_at", "last_login_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
         return False

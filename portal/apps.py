@@ -9,6 +9,7 @@ class PortalConfig(AppConfig):
     def ready(self) -> None:
         from portal.models import ApiToken
         from portal.schedules import ensure_default_schedules
+        from portal.sso import checks  # noqa: F401 (registers the single sign-on checks)
         from portal.tokens import api_token_target_words
         from quotas.audit.targets import audit_target_words
 

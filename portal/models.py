@@ -68,3 +68,31 @@ class ApiToken(models.Model):
         if self.public_id:
             return f"{self.PREFIX}{self.public_id}"
         return f"old-format token #{self.pk}"
+
+
+class SsoIdentity(models.Model):
+    """Who a user is at the single sign-on provider: the ID token's issuer and subject (``sub``),
+    which the provider never reassigns, so a new e-mail address there is still the same user
+    here. Written at the first sign-in (portal.sso.services)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="sso_identities",
+        verbose_name=_("user"),
+    )
+    issuer = models.CharField(max_length=255, verbose_name=_("issuer"))
+    subject = models.CharField(max_length=255, verbose_name=_("subject"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    last_login_at = models.DateTimeField(null=True, blank=True, verbose_name=_("last sign-in"))
+
+    class Meta:
+        verbose_name = _("single sign-on identity")
+        verbose_name_plural = _("single sign-on identities")
+        ordering = ["issuer", "subject"]
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="sso_identity_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

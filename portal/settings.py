@@ -61,6 +61,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # With PASSWORD_LOGIN off, a session a password opened ends here (portal/sso/).
+    "portal.sso.middleware.PasswordSessionsEndMiddleware",
     "portal.middleware.UserGroupsMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -440,10 +442,13 @@ PORTAL_TRUSTED_PROXY_COUNT = env.int("PORTAL_TRUSTED_PROXY_COUNT", default=0)
 # names, lock at the higher LOGIN_LOCKOUT_WIDE_FAILURES, and not where that user has signed in
 # before (portal.lockout.WideLockoutBackend). The Django admin's login is covered too (it
 # authenticates through the same backends).
+# Then the two ways in: the password (PasswordBackend, off with PASSWORD_LOGIN=false, which also
+# ends the sessions it opened) and single sign-on (SsoBackend, on with OIDC_ISSUER; see below).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "portal.lockout.WideLockoutBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    "portal.sso.backends.PasswordBackend",
+    "portal.sso.backends.SsoBackend",
 ]
 AXES_ENABLED = env.bool("LOGIN_LOCKOUT_ENABLED", default=True)
 AXES_FAILURE_LIMIT = env.int("LOGIN_LOCKOUT_FAILURES", default=10)
@@ -477,3 +482,74 @@ API_TOKEN_DEFAULT_DAYS = env.int("API_TOKEN_DEFAULT_DAYS", default=90)
 API_TOKEN_MAX_DAYS = env.int("API_TOKEN_MAX_DAYS", default=365)
 # How long an API Idempotency-Key is remembered (its first response replayed) after first use.
 IDEMPOTENCY_KEY_HOURS = env.int("IDEMPOTENCY_KEY_HOURS", default=24)
+
+# --- Single sign-on (OpenID Connect, portal/sso/) -------------------------------------------------
+# Off unless OIDC_ISSUER is set. The provider's endpoints come from its discovery document
+# (<issuer>/.well-known/openid-configuration, read at the first sign-in and kept for
+# OIDC_DISCOVERY_SECONDS) unless OIDC_AUTHORIZATION_ENDPOINT, OIDC_TOKEN_ENDPOINT and
+# OIDC_JWKS_ENDPOINT name them. `manage.py check` refuses an incomplete configuration
+# (portal/sso/checks.py).
+OIDC_ISSUER = env.str("OIDC_ISSUER", default="").rstrip("/")
+SSO_ENABLED = bool(OIDC_ISSUER)
+# The name on the sign-in button ("Sign in with <name>").
+OIDC_PROVIDER_NAME = env.str("OIDC_PROVIDER_NAME", default="SSO")
+OIDC_RP_CLIENT_ID = env.str("OIDC_CLIENT_ID", default="")
+# The client secret, or a file holding it (a mounted secret; its first line), never both.
+OIDC_CLIENT_SECRET_FILE = env.str("OIDC_CLIENT_SECRET_FILE", default="")
+OIDC_RP_CLIENT_SECRET = env.str("OIDC_CLIENT_SECRET", default="")
+if OIDC_CLIENT_SECRET_FILE:
+    if OIDC_RP_CLIENT_SECRET:
+        raise ImproperlyConfigured("set OIDC_CLIENT_SECRET or OIDC_CLIENT_SECRET_FILE, not both")
+    try:
+        OIDC_RP_CLIENT_SECRET = (
+            Path(OIDC_CLIENT_SECRET_FILE).read_text(encoding="utf-8").partition("\n")[0].strip()
+        )
+    except OSError as exc:
+        raise ImproperlyConfigured(
+            f"OIDC_CLIENT_SECRET_FILE {OIDC_CLIENT_SECRET_FILE} cannot be read: {exc.strerror}"
+        ) from None
+OIDC_RP_SCOPES = env.str("OIDC_SCOPES", default="openid email profile groups")
+OIDC_RP_SIGN_ALGO = env.str("OIDC_SIGN_ALGORITHM", default="RS256")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env.str("OIDC_AUTHORIZATION_ENDPOINT", default="")
+OIDC_OP_TOKEN_ENDPOINT = env.str("OIDC_TOKEN_ENDPOINT", default="")
+OIDC_OP_JWKS_ENDPOINT = env.str("OIDC_JWKS_ENDPOINT", default="")
+OIDC_OP_USER_ENDPOINT = env.str("OIDC_USERINFO_ENDPOINT", default="")
+OIDC_OP_LOGOUT_ENDPOINT = env.str("OIDC_END_SESSION_ENDPOINT", default="")
+OIDC_DISCOVERY_SECONDS = env.int("OIDC_DISCOVERY_SECONDS", default=3600)
+# Seconds one request to the provider may take; a CA bundle for a provider whose certificate
+# does not chain to the system's authorities.
+OIDC_TIMEOUT = env.float("OIDC_TIMEOUT", default=10.0)
+OIDC_CA_FILE = env.str("OIDC_CA_FILE", default="")
+# The claim holding the user's groups, and the groups that make platform admins, auditors and
+# team leads or members ({slug} is the team's slug). A kind of role whose groups are unset is
+# left as the portal's admins set it; one that is set follows the provider at every sign-in.
+OIDC_GROUPS_CLAIM = env.str("OIDC_GROUPS_CLAIM", default="groups")
+OIDC_ADMIN_GROUPS = env.list("OIDC_ADMIN_GROUPS", default=[])
+OIDC_AUDITOR_GROUPS = env.list("OIDC_AUDITOR_GROUPS", default=[])
+# Team patterns hold {slug} once, e.g. team:{slug}:lead; unset (the default), memberships stay
+# as the portal's admins set them.
+OIDC_TEAM_LEAD_GROUP = env.str("OIDC_TEAM_LEAD_GROUP", default="")
+OIDC_TEAM_MEMBER_GROUP = env.str("OIDC_TEAM_MEMBER_GROUP", default="")
+# First sign-in of someone with a local account of the same e-mail address: true links the two
+# (the provider must say the address is verified, and only one account may have it); false
+# (the default) makes a new account, so nobody takes over a local account by its address.
+OIDC_LINK_BY_EMAIL = env.bool("OIDC_LINK_BY_EMAIL", default=False)
+# false: the login page has no password form, a password POST is refused (the admin's login
+# too), and sessions opened with a password end. API tokens keep working.
+PASSWORD_LOGIN = env.bool("PASSWORD_LOGIN", default=True)
+# mozilla-django-oidc: PKCE on top of state and nonce; its callback URL; no tokens kept in the
+# session (the ID token only where the provider has an end-session endpoint, for the logout).
+OIDC_USE_NONCE = True
+OIDC_USE_PKCE = True
+OIDC_AUTHENTICATION_CALLBACK_URL = "sso-callback"
+OIDC_STORE_ACCESS_TOKEN = False
+OIDC_STORE_ID_TOKEN = False
+if SSO_ENABLED and not env.str("PORTAL_CSP", default=""):
+    # The logout form may end at the provider (RP-initiated logout): a redirect Chromium holds
+    # to form-action.
+    from urllib.parse import urlsplit
+
+    _issuer = urlsplit(OIDC_ISSUER)
+    PORTAL_CSP = PORTAL_CSP.replace(
+        "form-action 'self'", f"form-action 'self' {_issuer.scheme}://{_issuer.netloc}"
+    )

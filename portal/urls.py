@@ -1,7 +1,6 @@
 """URL map of the portal."""
 
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.utils.translation import gettext_lazy
 
@@ -11,6 +10,7 @@ from overview.views.home import home
 from overview.views.waiting import team_waiting
 from portal import favicon, health, token_views
 from portal.api.views import ApiDocs, ApiSchema
+from portal.sso import views as sso_views
 from quotas.audit.views import audit_export_csv, audit_log
 from usage.views import showback_export_csv, showback_page, usage_export_csv, usage_page
 
@@ -23,8 +23,10 @@ urlpatterns = [
     path("clusters/<slug:name>/", overview_views.cluster_detail, name="cluster-detail"),
     path("summary/", overview_views.summary, name="summary"),
     path("waiting/<slug:slug>/", team_waiting, name="team-waiting"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("login/", sso_views.LoginView.as_view(), name="login"),
+    path("logout/", sso_views.logout, name="logout"),
+    path("sso/login/", sso_views.SsoStart.as_view(), name="sso-login"),
+    path("sso/callback/", sso_views.SsoCallback.as_view(), name="sso-callback"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("favicon.ico", favicon.favicon, name="favicon"),
@@ -40,6 +42,8 @@ urlpatterns = [
     path("showback/export.csv", showback_export_csv, name="showback-export"),
     path("audit/", audit_log, name="audit-log"),
     path("audit/export.csv", audit_export_csv, name="audit-export"),
+    # Before the admin's own: with PASSWORD_LOGIN off its login is the portal's.
+    path("admin/login/", sso_views.admin_login, name="admin-login"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api.urls")),
     path("api/schema/", ApiSchema.as_view(), name="api-schema"),

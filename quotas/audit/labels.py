@@ -66,6 +66,7 @@ ACTION_LABELS = {
     "group.deleted": _("Group removed"),
     "api_token.create": _("API token created"),
     "api_token.revoke": _("API token revoked"),
+    "sso_identity.created": _("Single sign-on identity linked"),
 }
 
 

@@ -32,6 +32,7 @@ TARGET_KIND_LABELS = {
     "PriorityClass": gettext_lazy("priority class"),
     "QuotaRequest": gettext_lazy("quota request"),
     "Resource": gettext_lazy("resource"),
+    "SsoIdentity": gettext_lazy("single sign-on identity"),
     "Team": gettext_lazy("team"),
     "TeamMembership": gettext_lazy("team membership"),
     "TeamNamespace": gettext_lazy("namespace"),

@@ -25,7 +25,7 @@ from django_celery_beat.models import (
 
 from approvals.models import Approval, ApprovalPolicy, QuotaRequest, RequestComment, RequestLine
 from common.models import IdempotencyKey
-from portal.models import WorkerHeartbeat
+from portal.models import SsoIdentity, WorkerHeartbeat
 from portal.tokens import api_token_create
 from quotas.audit.chain import audit_record
 from quotas.models import (
@@ -124,6 +124,9 @@ def _grow(i: int) -> None:
         expires_at=now + timedelta(hours=1),
     )
     WorkerHeartbeat.objects.create(hostname=f"worker{i}", last_seen=now)
+    SsoIdentity.objects.create(
+        user=user, issuer="https://id.example.com", subject=f"subject-{i}", last_login_at=now
+    )
 
     UsageSample.objects.create(
         team_namespace=namespace,

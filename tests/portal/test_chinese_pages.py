@@ -66,6 +66,8 @@ EXCLUDED_NAMES = {
     "healthz": "a probe's plain answer, for the orchestrator",
     "readyz": "a probe's plain answer, for the orchestrator",
     "favicon": "an image",
+    "sso-login": "sends the browser on to the sign-in provider (404 without single sign-on)",
+    "sso-callback": "the provider's way back: a redirect, never a page",
     "usage-export": "CSV whose header is the rollups' field names, as the API's",
     "showback-export": "CSV whose header is the API's field names",
     "audit-export": "CSV of the audit log, for tools",
