@@ -30,15 +30,14 @@ SSO_BACKEND = "portal.sso.backends.SsoBackend"
 
 class PasswordBackend(ModelBackend):
     """Django's user name and password, unless PASSWORD_LOGIN is off. An account made by
-    single sign-on has no usable password, so it cannot be entered with one."""
+    single sign-on has no usable password, which no password matches (check_password), so it
+    cannot be entered with one; its sessions (and those of a password-less account an admin
+    made) stay valid, as ModelBackend keeps them."""
 
     def authenticate(self, request, username=None, password=None, **kwargs):
         if not settings.PASSWORD_LOGIN:
             return None
         return super().authenticate(request, username=username, password=password, **kwargs)
-
-    def user_can_authenticate(self, user) -> bool:
-        return super().user_can_authenticate(user) and user.has_usable_password()
 
 
 class SsoBackend(OIDCAuthenticationBackend):

@@ -37,6 +37,17 @@ def test_an_account_without_a_usable_password_cannot_use_one(client, db):
         assert response.status_code == 200
 
 
+def test_a_session_of_an_account_without_a_usable_password_stays_valid(client, db):
+    """Not usable for a password is not refused its session (one an admin opened for it, a
+    benchmark's): only the password check refuses such an account."""
+    user = User.objects.create_user("no-password")
+    user.set_unusable_password()
+    user.save()
+    client.force_login(user, backend=PASSWORD_BACKEND)
+    assert client.get("/").status_code == 200
+    assert auth.get_user(client).pk == user.pk
+
+
 def test_the_login_page_offers_what_is_on(client, db, sso_on):
     page = client.get("/login/?next=/requests/").content.decode()
     assert 'href="/sso/login/?next=/requests/"' in page
