@@ -10,7 +10,8 @@ team-b 4/6, team-c 2/4):
   ``pretrain`` has finished;
 - team-b's ``serve`` Deployment asks for 4 replicas of 2 GPUs: three run, the fourth is
   refused by the ResourceQuota (the ReplicaSet's events say ``exceeded quota``);
-- team-c's ``eval`` Job runs 4 one-GPU pods one after the other (class ``experiment``).
+- team-c's ``eval`` Job runs 4 one-GPU pods one after the other (class ``experiment``,
+  whose maximum run time in team-c-dev the Job's deadline of an hour keeps).
 
 13 of the 16 GPUs are busy then.
 
@@ -91,7 +92,15 @@ def workloads() -> list[dict]:
             "apiVersion": "batch/v1",
             "kind": "Job",
             "metadata": {"name": "eval", "namespace": "team-c-dev"},
-            "spec": {"parallelism": 1, "completions": 4, "template": eval_template},
+            # The demo's experiments in team-c-dev have a maximum run time of a day
+            # (quota-portal-max-run-time): the Job states its deadline, 4 runs of 90 s well
+            # within it.
+            "spec": {
+                "parallelism": 1,
+                "completions": 4,
+                "activeDeadlineSeconds": 3600,
+                "template": eval_template,
+            },
         },
     ]
 
