@@ -19,7 +19,11 @@ What each figure of a day (in ``TIME_ZONE``) of one team namespace and resource 
   ``evictions`` add up over every source (only the cluster collector counts them).
 
 On PostgreSQL one ``INSERT ... SELECT ... ON CONFLICT`` computes a whole day range in the
-database; elsewhere (the SQLite demo) the same figures are computed in Python, one namespace
+database, in one pass over the samples: a window gives each sample its time (the rows come out
+of it ordered by namespace, resource, source and day, so the grouping needs no second sort),
+one join gives it the guarantee in force, one grouping per source and day gives every figure,
+and the figures across sources (utilization, memory, evictions) are sums of the per-source
+groups; elsewhere (the SQLite demo) the same figures are computed in Python, one namespace
 and resource at a time. ``tests/usage/test_rollup.py`` checks both agree.
 """
 
@@ -87,31 +91,36 @@ WITH versions AS (
     FROM quotas_allocationversion v
     JOIN quotas_allocation a ON a.id = v.allocation_id
     WINDOW vw AS (PARTITION BY v.allocation_id ORDER BY v.version)
+    UNION ALL
+    SELECT a.team_namespace_id, a.resource_id, a.guarantee,
+           '-infinity'::timestamptz, 'infinity'::timestamptz
+    FROM quotas_allocation a
+    WHERE NOT EXISTS (SELECT 1 FROM quotas_allocationversion v WHERE v.allocation_id = a.id)
 ),
 raw AS (
-    SELECT s.*,
-           least(coalesce(
-               extract(epoch FROM lead(s."timestamp") OVER w - s."timestamp"),
-               extract(epoch FROM s."timestamp" - lag(s."timestamp") OVER w),
-               0), %(max_gap)s) AS seconds
+    SELECT s.team_namespace_id, s.resource_id, s.source, s."timestamp", s.allocated,
+           s.utilization, s.memory_used_mib, s.pending, s.wait_seconds, s.evictions,
+           (s."timestamp" AT TIME ZONE %(tz)s)::date AS day,
+           extract(epoch FROM least(coalesce(
+               lead(s."timestamp") OVER w - s."timestamp",
+               s."timestamp" - lag(s."timestamp") OVER w,
+               interval '0'), make_interval(secs => %(max_gap)s))) AS seconds
     FROM quotas_usagesample s
     {cluster_join}
     WHERE s."timestamp" >= %(lo)s AND s."timestamp" < %(hi_gap)s {cluster_where}
-    WINDOW w AS (PARTITION BY s.team_namespace_id, s.resource_id, s.source ORDER BY s."timestamp")
+    WINDOW w AS (PARTITION BY s.team_namespace_id, s.resource_id, s.source
+                 ORDER BY (s."timestamp" AT TIME ZONE %(tz)s)::date, s."timestamp")
 ),
 samples AS (
-    SELECT r.*, (r."timestamp" AT TIME ZONE %(tz)s)::date AS day,
-           coalesce(v.guarantee, a.guarantee, 0) AS g
+    SELECT r.*, coalesce(v.guarantee, 0) AS g
     FROM raw r
     LEFT JOIN versions v ON v.team_namespace_id = r.team_namespace_id
         AND v.resource_id = r.resource_id
         AND r."timestamp" >= v.valid_from AND r."timestamp" < v.valid_to
-    LEFT JOIN quotas_allocation a ON a.team_namespace_id = r.team_namespace_id
-        AND a.resource_id = r.resource_id
     WHERE r."timestamp" < %(hi)s
 ),
 per_source AS (
-    SELECT team_namespace_id, resource_id, day, source,
+    SELECT team_namespace_id, resource_id, source, day,
            count(*) AS samples,
            max(allocated) AS peak,
            percentile_cont(0.95) WITHIN GROUP (ORDER BY allocated) AS p95,
@@ -119,37 +128,42 @@ per_source AS (
            sum(allocated * seconds) / 3600 AS gpu_hours,
            sum(greatest(allocated - g, 0) * seconds) / 3600 AS borrowed,
            sum(greatest(g - allocated, 0) * seconds) / 3600 AS idle,
-           (array_agg(g ORDER BY "timestamp" DESC))[1] AS guarantee,
+           max("timestamp") AS last_at,
            max(wait_seconds) AS wait_max,
            avg(wait_seconds) AS wait_mean,
-           max(pending) AS pending_peak
-    FROM samples
-    GROUP BY team_namespace_id, resource_id, day, source
-),
-chosen AS (
-    SELECT DISTINCT ON (team_namespace_id, resource_id, day) *
-    FROM per_source
-    ORDER BY team_namespace_id, resource_id, day, samples DESC,
-             CASE source WHEN 'cluster' THEN 0 WHEN 'prometheus' THEN 1 ELSE 2 END
-),
-every_source AS (
-    SELECT team_namespace_id, resource_id, day,
-           avg(utilization) AS utilization_mean,
-           avg(memory_used_mib) AS memory_mean,
+           max(pending) AS pending_peak,
+           sum(utilization) AS utilization_sum, count(utilization) AS utilization_n,
+           sum(memory_used_mib) AS memory_sum, count(memory_used_mib) AS memory_n,
            sum(evictions) AS evictions
     FROM samples
-    GROUP BY team_namespace_id, resource_id, day
+    GROUP BY team_namespace_id, resource_id, source, day
+),
+ranked AS (
+    SELECT p.*,
+           sum(utilization_sum) OVER d / nullif(sum(utilization_n) OVER d, 0) AS utilization_all,
+           sum(memory_sum) OVER d / nullif(sum(memory_n) OVER d, 0) AS memory_all,
+           sum(evictions) OVER d AS evictions_all,
+           row_number() OVER (PARTITION BY team_namespace_id, resource_id, day
+                              ORDER BY samples DESC,
+                                       CASE source WHEN 'cluster' THEN 0
+                                                   WHEN 'prometheus' THEN 1 ELSE 2 END) AS pick
+    FROM per_source p
+    WINDOW d AS (PARTITION BY team_namespace_id, resource_id, day)
 )
 INSERT INTO quotas_usagedaily (
     team_namespace_id, resource_id, day, source, samples, peak, p95, mean, utilization_mean,
     memory_used_mean_mib, gpu_hours, borrowed_gpu_hours, idle_guaranteed_gpu_hours, guarantee,
     pending_wait_seconds, pending_wait_mean_seconds, pending_peak, evictions, computed_at)
 SELECT c.team_namespace_id, c.resource_id, c.day, c.source, c.samples, c.peak,
-       round(c.p95::numeric, 3), round(c.mean, 3), round(e.utilization_mean, 2),
-       round(e.memory_mean, 1), round(c.gpu_hours, 3), round(c.borrowed, 3), round(c.idle, 3),
-       c.guarantee, c.wait_max, round(c.wait_mean), c.pending_peak, e.evictions, now()
-FROM chosen c
-JOIN every_source e USING (team_namespace_id, resource_id, day)
+       round(c.p95::numeric, 3), round(c.mean, 3), round(c.utilization_all, 2),
+       round(c.memory_all, 1), round(c.gpu_hours, 3), round(c.borrowed, 3), round(c.idle, 3),
+       coalesce(v.guarantee, 0), c.wait_max, round(c.wait_mean), c.pending_peak,
+       c.evictions_all, now()
+FROM ranked c
+LEFT JOIN versions v ON v.team_namespace_id = c.team_namespace_id
+    AND v.resource_id = c.resource_id
+    AND c.last_at >= v.valid_from AND c.last_at < v.valid_to
+WHERE c.pick = 1
 ON CONFLICT (team_namespace_id, resource_id, day) DO UPDATE SET
     source = EXCLUDED.source, samples = EXCLUDED.samples, peak = EXCLUDED.peak,
     p95 = EXCLUDED.p95, mean = EXCLUDED.mean, utilization_mean = EXCLUDED.utilization_mean,
