@@ -40,7 +40,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from quotas.models import Allocation, AllocationVersion
+from usage.in_force import values_in_force
 from usage.models import UsageDaily, UsageSample
 from usage.stats import percentile
 
@@ -209,33 +209,8 @@ def _q(value: Decimal, places: str) -> Decimal:
 
 def _guarantee_lookup(pairs: set[tuple[int, int]]):
     """A function (namespace id, resource id, time) -> guarantee in force then."""
-    current = {
-        (a.team_namespace_id, a.resource_id): a.guarantee
-        for a in Allocation.objects.filter(team_namespace_id__in={p[0] for p in pairs})
-    }
-    history: dict[tuple[int, int], list[tuple[datetime, Decimal]]] = defaultdict(list)
-    versions = (
-        AllocationVersion.objects.filter(allocation__team_namespace_id__in={p[0] for p in pairs})
-        .order_by("allocation_id", "version")
-        .values_list(
-            "allocation__team_namespace_id", "allocation__resource_id", "changed_at", "guarantee"
-        )
-    )
-    for ns_id, res_id, changed_at, guarantee in versions:
-        history[(ns_id, res_id)].append((changed_at, guarantee))
-
-    def guarantee_at(ns_id: int, res_id: int, at: datetime) -> Decimal:
-        steps = history.get((ns_id, res_id))
-        if not steps:
-            return current.get((ns_id, res_id), Decimal(0))
-        value = steps[0][1]
-        for changed_at, guarantee in steps[1:]:
-            if changed_at > at:
-                break
-            value = guarantee
-        return value
-
-    return guarantee_at
+    values_at = values_in_force(pairs)
+    return lambda ns_id, res_id, at: values_at(ns_id, res_id, at)[0]
 
 
 def _rollup_python(start: date, end: date, cluster_id: int | None) -> int:

@@ -4,7 +4,7 @@ request: approving) would meet now: the validation findings, the policy decision
 values; for admins and auditors also the dry-run diff of the cluster objects, as the request
 page's preview shows. Nothing is written anywhere."""
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 from approvals.api.serializers import RequestCreateSerializer, RequestLineSerializer
 from approvals.api.views import CREATE_EXAMPLE, _line_inputs, _team, _visible_request
 from approvals.preview import RequestCheck, request_check, request_draft_check
+from approvals.whatif import lines_what_if
 from common.api.idempotency import IdempotentMixin
 from quotas.api.serializers import FindingSerializer
 
@@ -71,6 +72,37 @@ class ClusterChangesSerializer(serializers.Serializer):
     objects = ObjectChangeSerializer(many=True)
 
 
+def _unit_hours(**kwargs) -> serializers.DecimalField:
+    return serializers.DecimalField(max_digits=18, decimal_places=3, **kwargs)
+
+
+class ReplaySerializer(serializers.Serializer):
+    """A month replayed under one pair of values, in unit-hours (usage/whatif.py)."""
+
+    demand = _unit_hours(help_text="What ran plus what waited.")
+    covered = _unit_hours(help_text="Demand within the guarantee.")
+    borrowed = _unit_hours(help_text="What ran above the guarantee (may be taken back).")
+    blocked = _unit_hours(help_text="Demand above the cap.")
+    idle = _unit_hours(help_text="Guarantee nothing ran on.")
+    guaranteed = _unit_hours(help_text="The guarantee times the time.")
+
+
+class WhatIfSerializer(serializers.Serializer):
+    """A line's last 30 whole days replayed from the stored usage samples: under the values in
+    force then (as_it_was) and under the line's values (proposed); both null without samples."""
+
+    namespace = serializers.CharField(source="line.team_namespace.name")
+    cluster = serializers.CharField(source="line.team_namespace.cluster.name")
+    resource = serializers.CharField(source="line.resource.name")
+    guarantee = serializers.DecimalField(max_digits=12, decimal_places=3)
+    cap = serializers.DecimalField(max_digits=12, decimal_places=3)
+    start = serializers.DateField(source="what_if.start", allow_null=True, default=None)
+    end = serializers.DateField(source="what_if.end", allow_null=True, default=None)
+    samples = serializers.IntegerField(source="what_if.samples", default=0)
+    as_it_was = ReplaySerializer(source="what_if.was", allow_null=True, default=None)
+    proposed = ReplaySerializer(source="what_if.proposed", allow_null=True, default=None)
+
+
 class RequestCheckSerializer(serializers.Serializer):
     judged_as = serializers.ChoiceField(choices=["submit", "approve"])
     fits = serializers.SerializerMethodField()
@@ -81,6 +113,7 @@ class RequestCheckSerializer(serializers.Serializer):
     lines = PreviewLineSerializer(many=True)
     clusters = serializers.SerializerMethodField()
     cluster_error = serializers.CharField()
+    what_if = serializers.SerializerMethodField()
 
     def get_fits(self, check: RequestCheck) -> bool:
         return not check.errors and not check.stale
@@ -92,9 +125,15 @@ class RequestCheckSerializer(serializers.Serializer):
         rows = [{"cluster": name, "objects": outcomes} for name, outcomes in check.clusters.items()]
         return ClusterChangesSerializer(rows, many=True).data
 
+    @extend_schema_field(WhatIfSerializer(many=True))
+    def get_what_if(self, check: RequestCheck) -> list[dict]:
+        """Each line's last month under its values (none for an extension)."""
+        extension = self.context.get("extension", False)
+        return WhatIfSerializer(lines_what_if(check.lines, extension=extension), many=True).data
 
-def _answer(check: RequestCheck) -> Response:
-    return Response(RequestCheckSerializer(check).data)
+
+def _answer(check: RequestCheck, *, extension: bool = False) -> Response:
+    return Response(RequestCheckSerializer(check, context={"extension": extension}).data)
 
 
 class RequestPreview(IdempotentMixin, APIView):
@@ -110,7 +149,8 @@ class RequestPreview(IdempotentMixin, APIView):
     )
     def post(self, request: Request, pk: int) -> Response:
         qr = _visible_request(request.user, pk)
-        return _answer(request_check(request=qr, acting_user=request.user))
+        check = request_check(request=qr, acting_user=request.user)
+        return _answer(check, extension=qr.is_extension)
 
 
 class DraftPreview(IdempotentMixin, APIView):

@@ -46,6 +46,7 @@ from approvals.selectors import (
     requests_visible_to,
 )
 from approvals.validation import requests_fit_problems
+from approvals.whatif import lines_what_if
 from common.amounts import format_amount
 from common.errors import ApplicationError
 from quotas.kube.client import KubeError
@@ -198,6 +199,7 @@ def _render_detail(
             "syncs": syncs,
             "live": live_root(qr, syncs=syncs, allowed=allowed),
             "usage": _usage_rows(snapshot),
+            "what_if": lines_what_if(lines, extension=qr.is_extension),
             "snapshot_taken_at": parse_datetime(snapshot.get("taken_at") or ""),
             "errors": list(errors),
             "may_edit": "edit" in allowed,

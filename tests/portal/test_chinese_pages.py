@@ -132,6 +132,17 @@ def _usage(ns: TeamNamespace, resource: Resource, days: int, level: int) -> None
             pending_wait_seconds=Decimal(30 * (back % 3)),
             evictions=back % 2,
         )
+    # A few samples two days ago (the request pages replay them under the requested values),
+    # and the newest reading a few minutes ago.
+    for hours in (50, 49, 48):
+        UsageSample.objects.create(
+            team_namespace=ns,
+            resource=resource,
+            timestamp=timezone.now() - timedelta(hours=hours),
+            allocated=Decimal(level),
+            pending=Decimal(1),
+            source="cluster",
+        )
     UsageSample.objects.create(
         team_namespace=ns,
         resource=resource,

@@ -186,6 +186,16 @@ def demo_world(db):
                     pending_wait_seconds=60 * i,
                     utilization_mean=Decimal(20 + 15 * i),
                 )
+            # Hourly samples of two days ago (replayed on the request pages), and one now.
+            for hours in range(48, 60):
+                UsageSample.objects.create(
+                    team_namespace=ns,
+                    resource=allocation.resource,
+                    timestamp=now - timedelta(hours=hours),
+                    allocated=guarantee + hours % 3,
+                    pending=Decimal(hours % 2),
+                    source="cluster",
+                )
             UsageSample.objects.create(
                 team_namespace=ns,
                 resource=allocation.resource,
