@@ -223,7 +223,12 @@ def test_kueue_reasons_queue_at_cap_nothing_to_lend_and_reclaim(real_cluster, ku
     reclaim = next(w for w in waits_now(kueue_cluster, a) if w.reason == waiting.RECLAIMED)
     assert "reclamation within the cohort" in reclaim.detail, reclaim.detail
     assert reclaim.queue == a
-    assert not [w for w in waits_now(kueue_cluster, "team-b-training") if w.kind == "Workload"]
+
+    # B's last Workloads wait while the preemptions they asked for finish, then all run.
+    def b_all_admitted() -> bool:
+        return not [w for w in waits_now(kueue_cluster, "team-b-training") if w.kind == "Workload"]
+
+    poll("B's six Workloads admitted", b_all_admitted, 60)
 
 
 def test_volcano_reason_queue_at_capability(real_cluster, on_real_cluster):
