@@ -58,6 +58,7 @@ class ReplayFigures:
 
 @dataclass(frozen=True)
 class LineWhatIf:
+    key: str  # the line's id, or for a line being typed "new-<position>"
     line: RequestLine
     labels: HourLabels
     what_if: WhatIf | None
@@ -74,10 +75,16 @@ class LineWhatIf:
 
 
 def lines_what_if(
-    lines: Sequence[RequestLine], *, extension: bool = False, now: datetime | None = None
+    lines: Sequence[RequestLine],
+    *,
+    extension: bool = False,
+    saved: bool = True,
+    now: datetime | None = None,
 ) -> list[LineWhatIf]:
     """The what-if of each line (with its team_namespace and resource), in the lines' order;
-    empty for an extension. A line without samples in the window has what_if None."""
+    empty for an extension. A line without samples in the window has what_if None. Lines of
+    a check (``saved=False``: the form's or a suggestion's, whose ids, if any, are a rolled
+    back trial's) are named by their position instead."""
     if extension or not lines:
         return []
     answers = what_ifs(
@@ -86,11 +93,12 @@ def lines_what_if(
     )
     return [
         LineWhatIf(
+            key=str(line.pk) if saved and line.pk else f"new-{index}",
             line=line,
             labels=hour_labels(kind=line.resource.kind, unit=line.resource.unit),
             what_if=answer,
             was=ReplayFigures.of(answer.was) if answer else None,
             proposed=ReplayFigures.of(answer.proposed) if answer else None,
         )
-        for line, answer in zip(lines, answers, strict=True)
+        for index, (line, answer) in enumerate(zip(lines, answers, strict=True))
     ]

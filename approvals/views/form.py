@@ -41,6 +41,7 @@ from approvals.selectors import (
     requests_visible_to,
 )
 from approvals.validation import findings_json
+from approvals.whatif import lines_what_if
 from common.amounts import format_amount
 from common.errors import ApplicationError
 from quotas.models import Allocation, ClusterCapacity, Resource, Team, TeamNamespace
@@ -406,6 +407,7 @@ def _impact_context(result: FormCheck) -> dict:
         "policy_text": policy_text(check) if check else "",
         "clusters": check.clusters if check else None,
         "cluster_error": check.cluster_error if check else "",
+        "what_if": lines_what_if(check.lines, saved=False) if check else [],
     }
 
 

@@ -20,6 +20,7 @@ from approvals.suggestions import (
     suggestion_line,
 )
 from approvals.views.form import policy_text
+from approvals.whatif import lines_what_if
 from common.errors import ApplicationError, PermissionDenied
 from quotas.models import Allocation, Cluster
 from quotas.selectors import teams_requestable_by, teams_visible_to
@@ -197,5 +198,7 @@ def _confirm_page(request: HttpRequest, suggestion) -> HttpResponse:
         "policy_text": policy_text(check) if check else "",
         "impact": impact,
         "mig_layouts": impact_mig_layouts(impact or []),
+        # What the suggested values would have made of the last month, before one asks.
+        "what_if": lines_what_if(check.lines, saved=False) if check else [],
     }
     return render(request, "approvals/suggestion_confirm.html", context)

@@ -233,7 +233,7 @@ def demo_world(db):
     draft = request_create(team=team, acting_user=lead, justification="next quarter", lines=lines)
     for username, user in users.items():
         api_token_create(user=user, name=f"nightly-evaluation-pipeline-{username}")
-    return {"submitted": submitted.pk, "draft": draft.pk}
+    return {"submitted": submitted.pk, "draft": draft.pk, "gpu": gpu.pk}
 
 
 def _pages(world: dict) -> list[tuple[str, str]]:
@@ -296,6 +296,15 @@ def test_every_page_fits_a_laptop_and_a_phone(
                 if name == "new request" and username == "lead-a":
                     page.click("#add-line")
                     page.click("#add-line")
+                    # A line typed: the live check shows its impact and its last month.
+                    row = page.locator("[data-testid=line-0]")
+                    row.locator("select[name=lines-0-team_namespace]").select_option(
+                        label="team-a-training (demo)"
+                    )
+                    row.locator("select[name=lines-0-resource]").select_option(
+                        value=str(demo_world["gpu"])
+                    )
+                    page.locator("[data-testid=impact] [data-testid=what-if-table]").wait_for()
                 _wait_for_charts(page)
                 # What a click shows counts too: the charts' figures, a suggestion's figures.
                 page.evaluate(

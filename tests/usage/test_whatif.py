@@ -11,7 +11,8 @@ from approvals.whatif import lines_what_if
 from quotas.models import AllocationVersion
 from quotas.services import allocation_set
 from tests.support.api import as_user
-from tests.support.requests import new_request
+from tests.support.requests import line_data, new_request
+from tests.support.usage import june_suggestions_create, june_usage_create
 from usage.models import UsageSample
 from usage.whatif import Point, replay, what_ifs
 
@@ -169,3 +170,43 @@ def test_the_previews_answer_the_what_if_of_each_line(ns_a, gpu, alloc_a, lead_a
     (line,) = draft["what_if"]
     assert line["proposed"]["covered"] == "48.000"
     assert line["proposed"]["idle"] == "0.000"
+
+
+@pytest.mark.django_db
+def test_the_forms_live_check_shows_the_month_under_the_values_being_typed(
+    ns_a, gpu, alloc_a, lead_a
+):
+    now = datetime.now(UTC)
+    start = (now - timedelta(days=3)).replace(hour=0, minute=0, second=0, microsecond=0)
+    _samples(ns_a, gpu, start, 10, 9)  # 9 running for 10 hours, guarantee 6, cap 10
+    client = Client()
+    client.force_login(lead_a)
+    response = client.post("/requests/validate/", line_data(ns_a, gpu, 9, 10))
+    assert response.status_code == 200
+    html = response.json()["impact_html"]
+    # The unsaved line is named by its position in the form.
+    proposed = html.split('data-testid="what-if-new-0-proposed"')[1].split("</tr>")[0]
+    was = html.split('data-testid="what-if-new-0-was"')[1].split("</tr>")[0]
+    assert ">67%<" in was and ">100%<" in proposed and "9 / 10" in proposed
+    # Typing other values changes the answer: guarantee 3 covers a third of the demand.
+    html = client.post("/requests/validate/", line_data(ns_a, gpu, 3, 10)).json()["impact_html"]
+    proposed = html.split('data-testid="what-if-new-0-proposed"')[1].split("</tr>")[0]
+    assert ">33%<" in proposed and "3 / 10" in proposed
+
+
+@pytest.mark.django_db
+def test_the_suggestion_confirm_page_replays_the_suggested_values(
+    ns_a, alloc_a, alloc_b, gpu, cluster, lead_a
+):
+    june_usage_create(alloc_a, alloc_b, gpu)
+    s = june_suggestions_create(cluster)["team-a-training"]
+    now = datetime.now(UTC)
+    start = (now - timedelta(days=3)).replace(hour=0, minute=0, second=0, microsecond=0)
+    _samples(ns_a, gpu, start, 10, 5)  # 5 running for 10 hours
+    client = Client()
+    client.force_login(lead_a)
+    html = client.get(f"/requests/from-suggestion/{s.pk}/").content.decode()
+    assert 'data-testid="what-if"' in html
+    proposed = html.split('data-testid="what-if-new-0-proposed"')[1].split("</tr>")[0]
+    # The suggestion lowers the guarantee to 3 and the cap to 4: 1 of 5 is blocked each hour.
+    assert "3 / 4" in proposed and ">10.0<" in proposed
