@@ -8,6 +8,9 @@ Policies, each from the same days of daily rollups (before the scored period):
 - **seed rule**, as the seed document says and an admin would apply it by hand: guarantee 80% of
   the typical daily peak (p95 of the daily peaks, rounded up), cap the highest daily peak.
 - **suggested**: ``usage/suggest.py``.
+- **best in hindsight**: the plan with the lowest mismatch on the scored period itself, under the
+  same rules (:func:`plan_hindsight`): what no method that only sees the past can beat, so the
+  distance to it is what is left to gain.
 
 Every policy obeys the same rules (cap within the share, guarantees scaled to fit capacity the
 same way), so the scores compare the methods, not who broke a rule.
@@ -26,6 +29,8 @@ pending units at each sample (in unit-hours):
 
 from __future__ import annotations
 
+import heapq
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -43,7 +48,7 @@ from usage.suggest import (
 )
 
 ZERO = Decimal(0)
-POLICIES = ("equal split", "seed rule", "suggested")
+POLICIES = ("equal split", "seed rule", "suggested", "best in hindsight")
 
 
 @dataclass(frozen=True)
@@ -140,6 +145,58 @@ def plan_suggested(
         items, period=period, capacities={resource: capacity}, max_cap_share=max_cap_share
     )
     return {p.namespace: Plan(p.guarantee, p.cap) for p in proposals}
+
+
+def unit_gains(values: Sequence[Decimal], units: int) -> list[Decimal]:
+    """What the k-th guaranteed unit (k = 1..units) takes off the mismatch over ``values``
+    (demand at each sample): it covers ``clamp(x - (k - 1), 0, 1)`` of each sample's demand and
+    leaves the rest of itself idle, so it gains twice what it covers minus one per sample. The
+    gains never grow with k (the mismatch is convex in the guarantee)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    gains = []
+    for k in range(1, units + 1):
+        # Samples at or above k are covered whole by unit k; those between k - 1 and k in part.
+        full = n - bisect_left(ordered, Decimal(k))
+        part = sum(
+            (x - (k - 1) for x in ordered[bisect_left(ordered, Decimal(k - 1)) : n - full]),
+            ZERO,
+        )
+        covered = full + part
+        gains.append(2 * covered - n)
+    return gains
+
+
+def plan_hindsight(
+    demand: Mapping[str, Sequence[Decimal]], *, capacity: Decimal, max_cap_share: Decimal
+) -> dict[str, Plan]:
+    """The plan of least mismatch on ``demand`` itself, in whole units, under the rules every
+    policy obeys (guarantee <= cap <= the share of capacity; guarantees within capacity).
+
+    The cap only decides what is cut off: the highest demand, rounded up, within the share.
+    The guarantees are chosen together: one unit at a time, the next goes to the namespace whose
+    next unit takes most off the mismatch, while one still gains and capacity is left. The
+    mismatch is a sum of convex functions, one per namespace, so this greedy choice is optimal
+    (ties: the namespace name)."""
+    max_cap = _max_cap(capacity, max_cap_share)
+    caps = {
+        ns: min(round_up(max(values), whole=True), max_cap) if values else ZERO
+        for ns, values in demand.items()
+    }
+    gains = {ns: unit_gains(values, int(caps[ns])) for ns, values in demand.items()}
+    guarantees = dict.fromkeys(demand, 0)
+    heap = [(-g[0], ns) for ns, g in gains.items() if g]
+    heapq.heapify(heap)
+    left = int(round_down(capacity, whole=True))
+    while heap and left > 0:
+        negative_gain, ns = heapq.heappop(heap)
+        if -negative_gain <= 0:
+            break
+        guarantees[ns] += 1
+        left -= 1
+        if guarantees[ns] < len(gains[ns]):
+            heapq.heappush(heap, (-gains[ns][guarantees[ns]], ns))
+    return {ns: Plan(Decimal(guarantees[ns]), caps[ns]) for ns in demand}
 
 
 def score_plan(

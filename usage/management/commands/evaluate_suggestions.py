@@ -1,6 +1,7 @@
 """``python manage.py evaluate_suggestions``: replay the openb GPU trace through the CSV path
 (``convert_trace`` + ``import_usage``, which rolls up), suggest from the first weeks and score
-the following week against the equal split and the seed's rule (``usage/evaluate.py``).
+the following week against the equal split, the seed's rule and the best plan in hindsight
+(``usage/evaluate.py``).
 
 Rolling origin: fold ``k`` suggests from ``--train-days`` days and scores the ``--test-days``
 after them; each fold starts ``--test-days`` later. Everything runs in one transaction that is
@@ -26,6 +27,7 @@ from usage.evaluate import (
     POLICIES,
     Score,
     plan_equal_split,
+    plan_hindsight,
     plan_seed_rule,
     plan_suggested,
     score_plan,
@@ -188,6 +190,9 @@ def _evaluate(
         for name, allocated, pending in samples.iterator(chunk_size=5000):
             demand[name].append(allocated + pending)
             evaluation.samples += 1
+        plans["best in hindsight"] = plan_hindsight(
+            demand, capacity=capacity, max_cap_share=max_cap_share
+        )
         scores = {p: score_plan(plans[p], demand, hours_per_sample=hours) for p in POLICIES}
         for p in POLICIES:
             evaluation.totals[p].add(scores[p])
@@ -196,7 +201,10 @@ def _evaluate(
 
 
 class Command(BaseCommand):
-    help = "Score suggestions on the openb trace against the equal split and the seed's rule."
+    help = (
+        "Score suggestions on the openb trace against the equal split, the seed's rule and "
+        "the best plan in hindsight."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--trace", default=str(DEFAULT_TRACE), help="openb pod list CSV")
