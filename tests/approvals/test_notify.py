@@ -14,6 +14,7 @@ import json
 import logging
 import re
 import threading
+from collections import Counter
 from decimal import Decimal
 
 import pytest
@@ -537,28 +538,40 @@ def test_neither_secret_nor_signature_is_logged(settings, caplog):
 
 class TasksFollowed:
     """Every task message this process sends (the test's, and the in-process worker's retries)
-    and every run of a task the worker finishes, counted from Celery's own signals: when both
-    counts agree, every message that was queued has been handled."""
+    and every run of a task the worker finishes, per task id from Celery's own signals: when
+    each id has finished as many runs as messages were sent for it (a retry is a second message
+    of the same id), every message that was queued has been handled. Per id, not in total: a
+    run that finishes late but was sent before, such as the worker's ping, must not stand in
+    for one still queued."""
 
     def __init__(self):
-        self.sent = 0
-        self.finished = 0
+        self.sent_ids: Counter[str] = Counter()
+        self.finished_ids: Counter[str] = Counter()
         self._changed = threading.Condition()
 
-    def _on_sent(self, **kwargs):
+    @property
+    def sent(self) -> int:
+        return self.sent_ids.total()
+
+    def _left(self) -> int:
+        return sum(max(n - self.finished_ids[i], 0) for i, n in self.sent_ids.items())
+
+    def _on_sent(self, headers=None, body=None, **kwargs):
+        task_id = (headers or {}).get("id") or (body or {}).get("id")
         with self._changed:
-            self.sent += 1
+            self.sent_ids[task_id] += 1
             self._changed.notify_all()
 
-    def _on_finished(self, **kwargs):
+    def _on_finished(self, task_id=None, **kwargs):
         with self._changed:
-            self.finished += 1
+            self.finished_ids[task_id] += 1
             self._changed.notify_all()
 
     def wait_all_done(self, timeout: float = 60) -> None:
         with self._changed:
-            done = self._changed.wait_for(lambda: self.finished >= self.sent, timeout=timeout)
-        assert done, f"{self.sent} task messages sent, {self.finished} handled after {timeout} s"
+            done = self._changed.wait_for(lambda: not self._left(), timeout=timeout)
+            left = self._left()
+        assert done, f"{self.sent} task messages sent, {left} not handled after {timeout} s"
 
 
 @pytest.fixture
