@@ -311,6 +311,19 @@ class ClusterAdmin(SaveThroughServiceMixin, ServiceDeletesMixin, admin.ModelAdmi
         ("Rules", {"fields": ["max_cap_share", "top_priority_share", "gpu_cards"]}),
         ("Cost", {"fields": ["gpu_hour_price"]}),
         (
+            "Suggestions",
+            {
+                "fields": [
+                    "suggest_idle_price",
+                    "suggest_borrowed_price",
+                    "suggest_inference_borrowed_price",
+                    "suggest_blocked_price",
+                ],
+                "description": "What the monthly suggestions weigh, per unit-hour: a "
+                "guarantee left idle against demand that borrows or is blocked by a cap.",
+            },
+        ),
+        (
             "Sync",
             {
                 "fields": [

@@ -30,6 +30,10 @@ CLUSTER_DESCRIPTIVE_FIELDS = frozenset(
         "top_priority_share",
         "gpu_cards",
         "gpu_hour_price",
+        "suggest_idle_price",
+        "suggest_borrowed_price",
+        "suggest_inference_borrowed_price",
+        "suggest_blocked_price",
     }
 )
 
@@ -74,6 +78,10 @@ def _cluster_state(cluster: Cluster) -> dict:
         "yunikorn_namespace": cluster.yunikorn_namespace,
         "gpu_cards": dict(sorted((cluster.gpu_cards or {}).items())),
         "gpu_hour_price": _pool(cluster.gpu_hour_price),
+        "suggest_idle_price": _pool(cluster.suggest_idle_price),
+        "suggest_borrowed_price": _pool(cluster.suggest_borrowed_price),
+        "suggest_inference_borrowed_price": _pool(cluster.suggest_inference_borrowed_price),
+        "suggest_blocked_price": _pool(cluster.suggest_blocked_price),
     }
 
 

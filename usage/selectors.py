@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+from django.db.models import Count, F, Max, Min
+from django.db.models.functions import TruncDate
 
 from quotas.models import Cluster
 from quotas.rules import UsageFacts
-from usage.models import UsageDaily
+from usage.forecast import DemandDay
+from usage.models import UsageDaily, UsageSample
 from usage.stats import percentile
 
 
@@ -113,3 +119,66 @@ def typical_daily_peaks(*, cluster: Cluster, today: date) -> list[UsageFacts]:
         )
         for (namespace, resource), values in sorted(peaks.items())
     ]
+
+
+SOURCE_PRIORITY = {"cluster": 0, "prometheus": 1, "csv": 2}  # as the rollup's ties
+
+
+def demand_history_for(
+    *, cluster: Cluster | int, start: date, end: date, pairs: set[tuple[int, int]] | None = None
+) -> dict[tuple[int, int], list[DemandDay]]:
+    """The 5-minute demand (allocated + pending) of every namespace and resource of the cluster
+    (or only ``pairs``), ``start`` to ``end`` inclusive, as one DemandDay a day: how many samples
+    saw each demand. One grouped query: the database counts, Python never sees a sample.
+
+    A day's samples come from one source, the one with most samples that day (ties: cluster,
+    then Prometheus, then CSV), as the daily rollups choose it; each sample stands for the day's
+    mean interval between samples of that source (at most ``USAGE_SAMPLE_MAX_GAP_SECONDS``; a
+    day with one sample: that maximum)."""
+    tz = ZoneInfo(settings.TIME_ZONE)
+    lo = datetime.combine(start, time.min, tzinfo=tz)
+    hi = datetime.combine(end + timedelta(days=1), time.min, tzinfo=tz)
+    cluster_id = cluster if isinstance(cluster, int) else cluster.pk
+    samples = UsageSample.objects.filter(
+        team_namespace__cluster_id=cluster_id, timestamp__gte=lo, timestamp__lt=hi
+    )
+    if pairs is not None:
+        samples = samples.filter(
+            team_namespace_id__in={ns for ns, _ in pairs},
+            resource_id__in={res for _, res in pairs},
+        )
+    rows = (
+        samples.annotate(
+            day=TruncDate("timestamp", tzinfo=tz), demand=F("allocated") + F("pending")
+        )
+        .values_list("team_namespace_id", "resource_id", "day", "source", "demand")
+        .annotate(n=Count("*"), first=Min("timestamp"), last=Max("timestamp"))
+        .order_by()
+    )
+    # (pair, day) -> source -> [samples, first, last, {demand: samples}]
+    groups: dict[tuple[int, int, date], dict[str, list]] = defaultdict(dict)
+    for ns_id, res_id, day, source, demand, n, first, last in rows.iterator(chunk_size=10_000):
+        if pairs is not None and (ns_id, res_id) not in pairs:
+            continue
+        group = groups[(ns_id, res_id, day)].get(source)
+        if group is None:
+            groups[(ns_id, res_id, day)][source] = [n, first, last, {float(demand): n}]
+        else:
+            group[0] += n
+            group[1] = min(group[1], first)
+            group[2] = max(group[2], last)
+            group[3][float(demand)] = group[3].get(float(demand), 0) + n
+    max_gap = float(settings.USAGE_SAMPLE_MAX_GAP_SECONDS)
+    history: dict[tuple[int, int], list[DemandDay]] = defaultdict(list)
+    for (ns_id, res_id, day), sources in sorted(groups.items()):
+        source = min(sources, key=lambda s: (-sources[s][0], SOURCE_PRIORITY.get(s, 9)))
+        n, first, last, counts = sources[source]
+        interval = (last - first).total_seconds() / (n - 1) if n > 1 else max_gap
+        history[(ns_id, res_id)].append(
+            DemandDay(
+                day=day,
+                sample_hours=min(interval, max_gap) / 3600,
+                counts=tuple(sorted(counts.items())),
+            )
+        )
+    return dict(history)

@@ -1,42 +1,37 @@
-"""Suggestion maths: next month's guarantee and cap of every team namespace and resource, from a
-month of daily usage rollups, within the rules of the guarantee + elastic model.
+"""Suggestion maths: next month's guarantee and cap of every team namespace and resource, from
+a month of its 5-minute demand and daily rollups, within the rules of the guarantee + elastic
+model.
 
-Pure functions from data to data (no database). ``usage/suggestions.py`` feeds them the
-rollups and stores what they return. Notes and the "how" figure are :class:`quotas.texts.Text`
-(a msgid and its parameters), stored as such and rendered in the reader's language when shown.
+Pure functions from data to data (no database). ``usage/suggestions.py`` feeds them the month
+and stores what they return. Notes and the "how" figure are :class:`quotas.texts.Text` (a msgid
+and its parameters), stored as such and rendered in the reader's language when shown.
 
-How one allocation is suggested (figures from the month's daily rollups; *demand* of a day is
-its peak allocated plus its peak pending, so work that waited counts as needed):
+How a cluster's suggestions are made (the model is in ``usage/forecast.py``):
 
-- **Typical daily peak** ``P``: the p95 of the daily allocated peaks, exactly what the rules'
-  "guarantee below 80% of last month's typical daily peak" warning compares with, so a
-  suggestion never triggers that warning. ``floor = 80% of P``.
-- **Recent level** ``L``: the median of the daily means of the last 7 days with data.
-- **Growth**: weekly means of the daily means (7-day weeks from the start of the month, weeks
-  with at least 4 days of data); when each of the last two weeks grew, the last week-over-week
-  growth (at most +25%) raises the cap: one week ahead, not a forecast of a month.
-- **Guarantee** = max(floor, L), rounded up (whole units for GPU, MIG and vGPU kinds): the
-  floor is the least the rules allow, and a namespace whose usage sits above it (steady or
-  grown) is guaranteed its recent level. Inference (steady, latency-bound) ends up near its
-  peak this way, since its floor is 80% of it and its mean close to it; training (bursty, can
-  borrow) at the floor, with a cap near its peak. Neither growth nor the daily p95 raises the
-  guarantee: on the openb trace both mostly added idle guaranteed GPU-hours (README,
-  "How good are the suggestions").
-- **Cap** = max(guarantee, highest daily demand × growth × 1.25), rounded up: room for a day
-  above the month's highest, so that nothing needed is cut off.
-- **Rules**: cap ≤ the cluster's max share of capacity (rounded down to whole units); guarantee
-  ≤ cap. When the guarantees of a cluster and resource add up to more than its capacity, every
-  guarantee is scaled by capacity / sum and rounded by largest remainder (:func:`scale_guarantees`);
-  each scaled suggestion says so.
+- **Forecast**: next month's demand (allocated + pending at each sample) is the month's last
+  four weeks, moved four weeks along the month's trend where a trend explains the days.
+- **Cap** = the highest forecast demand × 1.25 (at least what keeps 99.5% of the forecast
+  demand within it), rounded up, within the cluster's max share of capacity. A namespace with
+  nothing forecast keeps its cap, for borrowing when its work returns.
+- **Guarantees**, per resource, all together: each unit of guarantee is priced by what it
+  would leave idle (the cluster's idle price per unit-hour) against the borrowing it would save
+  (the borrowed price, dearer for inference); the next unit goes to the namespace where it
+  saves the most, while one still saves and capacity is left. A namespace's guarantee held
+  below its own best by capacity says so (``scaled_down``).
+- **The seed's floor** (80% of the typical daily peak, the p95 of the daily peaks) is a
+  warning, not a rule: a guarantee below it is flagged with what following it would cost.
 - **Data**: with fewer than 7 days of data nothing is lowered below the current values; the
   confidence is ``high`` (a finished month with 21+ days of data), ``medium`` (14+ days, or the
-  month not over), ``low`` (fewer than 14 days) or ``none`` (no data: current values kept).
-- **Flags**: guaranteed-but-idle units (current guarantee above the month's highest daily
-  demand), low mean GPU utilization, and the rule adjustments above.
+  month not over), ``low`` (fewer than 14 days) or ``none`` (no data: current values kept,
+  their guarantee counted before the others are chosen).
+- **Words**: each suggestion says what it rests on (busy days, and last month under the
+  suggested values: demand covered by the guarantee, guarantee idle, demand above the cap),
+  and flags guaranteed-but-idle units and low GPU utilization.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -49,16 +44,25 @@ from django.utils.translation import gettext_noop
 from common.amounts import UNIT_WORDS, format_amount
 from quotas.rules import PEAK_SHARE
 from quotas.texts import Text
+from usage.forecast import (
+    CAP_HEADROOM,
+    Candidate,
+    DemandDay,
+    Distribution,
+    Forecast,
+    Prices,
+    allocate_guarantees,
+    as_decimal,
+    forecast,
+    outcome,
+    suggest_cap,
+)
 from usage.stats import percentile
 
 ZERO = Decimal(0)
 TYPICAL_PEAK_PERCENTILE = Decimal("0.95")  # as usage.selectors (the rules' warning)
-RECENT_DAYS = 7
 WEEK_MIN_DAYS = 4
-MAX_WEEKLY_GROWTH = Decimal("1.25")
-# Below this week-over-week growth usage is flat: noise is no trend (and raises no cap).
-MIN_WEEKLY_GROWTH = Decimal("1.05")
-CAP_HEADROOM = Decimal("1.25")
+DEFAULT_PRICES = Prices()
 LOW_UTILIZATION = Decimal(20)  # percent
 THIN_DAYS = 7
 MEDIUM_DAYS = 14
@@ -128,6 +132,9 @@ class AllocationUsage:
     current_cap: Decimal
     days: Sequence[DailyUsage]
     unit: str = ""
+    # The month's 5-minute demand (usage.selectors.demand_history_for); without it the daily
+    # rollups stand in (each day at its mean, with its peak for an hour).
+    demand: Sequence[DemandDay] = ()
 
     @property
     def whole_units(self) -> bool:
@@ -198,22 +205,6 @@ def weekly_means(days: Sequence[DailyUsage], start: date) -> list[Decimal]:
         for _, values in sorted(weeks.items())
         if len(values) >= WEEK_MIN_DAYS
     ]
-
-
-def weekly_growth(weeks: Sequence[Decimal]) -> Decimal:
-    """The last week-over-week growth when each of the last two weeks grew by at least 5%,
-    at most +25%; else 1 (flat)."""
-    if len(weeks) < 3:
-        return Decimal(1)
-    a, b, c = weeks[-3], weeks[-2], weeks[-1]
-    if a <= 0 or b < a * MIN_WEEKLY_GROWTH or c < b * MIN_WEEKLY_GROWTH:
-        return Decimal(1)
-    return min(c / b, MAX_WEEKLY_GROWTH)
-
-
-def recent_level(days: Sequence[DailyUsage]) -> Decimal:
-    recent = sorted(days, key=lambda d: d.day)[-RECENT_DAYS:]
-    return percentile([d.mean for d in recent], Decimal("0.5"))
 
 
 def _hours(value: Decimal) -> str:
@@ -320,94 +311,133 @@ def _confidence(n_days: int, period: Period) -> tuple[str, list[Text], list[str]
     return level, notes, flags
 
 
-def suggest_allocation(
-    item: AllocationUsage,
-    *,
-    period: Period,
-    capacity: Decimal | None,
-    max_cap_share: Decimal,
-) -> Proposal:
-    """The suggested guarantee and cap of one allocation (before capacity scaling)."""
+# --------------------------------------------------------------------------------------------
+# One allocation: what the month says of it, before the guarantees of the cluster are chosen
+
+
+@dataclass
+class _Prepared:
+    """An allocation's month read, its cap chosen; its guarantee still to be chosen."""
+
+    item: AllocationUsage
+    days: list
+    figures: dict
+    confidence: str
+    notes: list[Text]
+    flags: list[str]
+    unit: Text | str
+    fixed: bool = False  # no data: current values kept
+    actual: Distribution | None = None  # the month's demand
+    forecast: Forecast | None = None
+    cap: Decimal = ZERO
+    minimum: Decimal = ZERO  # a guarantee not lowered below (thin data)
+    floor: Decimal = ZERO
+    demand_max: Decimal = ZERO
+    busy_days: int = 0
+    data_days: int = 0
+
+
+def _month_demand(item: AllocationUsage, days: Sequence[DailyUsage], period: Period):
+    """The month's demand days: the samples' when there are any, else one made of each day's
+    rollup (its mean demand for 23 hours and its peak demand for one), as for a month whose
+    samples were pruned."""
+    demand = [d for d in item.demand if period.start <= d.day <= period.end]
+    if demand:
+        return demand
+    return [
+        DemandDay(
+            day=d.day,
+            sample_hours=1.0,
+            counts=tuple(
+                sorted(
+                    {
+                        float(d.mean): 23,
+                        float(d.peak + d.pending_peak): 1,
+                    }.items()
+                )
+            )
+            if d.mean != d.peak + d.pending_peak
+            else ((float(d.mean), 24),),
+        )
+        for d in days
+    ]
+
+
+def _prepare(
+    item: AllocationUsage, *, period: Period, capacity: Decimal | None, max_cap_share: Decimal
+) -> _Prepared:
     whole = item.whole_units
     unit = unit_text(item.unit or item.resource)
     days = [d for d in item.days if period.start <= d.day <= period.end]
+    demand_days = _month_demand(item, days, period)
     figures = month_figures(days, period)
-    confidence, notes, flags = _confidence(len(days), period)
-    if not days:
-        return Proposal(
-            namespace=item.namespace,
-            resource=item.resource,
-            current_guarantee=item.current_guarantee,
-            current_cap=item.current_cap,
-            guarantee=item.current_guarantee,
-            cap=item.current_cap,
-            confidence=confidence,
-            figures=figures,
-            notes=tuple(notes),
-            flags=tuple(flags),
-            whole_units=whole,
-        )
+    n_days = len(days) or len(demand_days)
+    confidence, notes, flags = _confidence(n_days, period)
+    prepared = _Prepared(item, days, figures, confidence, notes, flags, unit)
+    if not demand_days:
+        prepared.fixed = True
+        return prepared
 
-    typical = typical_daily_peak(days)
+    actual = Distribution.of_days(demand_days)
+    fc = forecast(demand_days)
+    prepared.actual, prepared.forecast = actual, fc
+    demand_max = Decimal(str(actual.peak))
+    if days:
+        typical = typical_daily_peak(days)
+    else:
+        typical = percentile([Decimal(str(d.peak)) for d in demand_days], TYPICAL_PEAK_PERCENTILE)
     floor = PEAK_SHARE * typical
-    demand_max = max(d.peak + d.pending_peak for d in days)
-    level = recent_level(days)
-    weeks = weekly_means(days, period.start)
-    growth = weekly_growth(weeks)
+    prepared.floor, prepared.demand_max = floor, demand_max
+    prepared.busy_days = sum(1 for d in demand_days if d.peak > 0)
+    prepared.data_days = n_days
+    weeks = weekly_means(days, period.start) if days else []
+    trend = fc.trend
     figures.update(
         {
             "floor": format_amount(floor.quantize(AMOUNT_PLACES)),
-            "recent_level": format_amount(level.quantize(AMOUNT_PLACES)),
             "weekly_means": [format_amount(w.quantize(AMOUNT_PLACES)) for w in weeks],
-            "growth_per_week": _ratio(growth),
+            "busy_days": prepared.busy_days,
+            "trend_per_week": format_amount(_amount(trend.slope * 7, places=TENTH * TENTH)),
+            "trend_r2": format_amount(_amount(trend.r2, places=TENTH * TENTH)),
+            "trend_applied": trend.applied,
+            "forecast_peak": format_amount(_amount(fc.distribution.peak)),
         }
     )
-    if growth > 1:
+    if trend.applied and trend.slope > 0:
         flags.append(FLAG_GROWING)
+    if trend.applied:
         notes.append(
             Text.of(
                 gettext_noop(
-                    "growing week over week (%(weeks)s mean %(unit)s): cap raised ×%(growth)s"
+                    "trend %(change)s%% over four weeks (%(per_week)s %(unit)s a week, R² "
+                    "%(r2)s): next month forecast from the last four weeks moved along it"
                 ),
-                weeks=" → ".join(format_amount(w.quantize(AMOUNT_PLACES)) for w in weeks[-3:]),
+                change=_signed(_amount(trend.four_week_change * 100, places=Decimal(1))),
+                per_week=_signed(_amount(trend.slope * 7, places=TENTH * TENTH)),
                 unit=unit,
-                growth=_ratio(growth),
+                r2=format_amount(_amount(trend.r2, places=TENTH * TENTH)),
             )
         )
 
-    guarantee = round_up(max(floor, level), whole=whole)
-    cap = round_up(max(guarantee, demand_max * growth * CAP_HEADROOM), whole=whole)
-    basis = gettext_noop(
-        "guarantee = max(80%% of typical daily peak %(typical)s, recent mean %(level)s); "
-        "cap = highest daily demand %(demand)s × %(headroom)s"
-    )
-    if growth > 1:
-        basis = gettext_noop(
-            "guarantee = max(80%% of typical daily peak %(typical)s, recent mean %(level)s); "
-            "cap = highest daily demand %(demand)s × %(headroom)s × growth %(growth)s"
-        )
-    figures["basis"] = Text.of(
-        basis,
-        typical=format_amount(typical),
-        level=format_amount(level),
-        demand=format_amount(demand_max),
-        headroom=format_amount(CAP_HEADROOM),
-        growth=_ratio(growth),
-    )
-
-    if len(days) < THIN_DAYS and (guarantee < item.current_guarantee or cap < item.current_cap):
-        guarantee = max(guarantee, item.current_guarantee)
-        cap = max(cap, item.current_cap)
-        notes.append(Text.of(gettext_noop("not lowered on %(days)s days of data"), days=len(days)))
-
-    if demand_max == 0:
+    step = _step(item, capacity)
+    if fc.distribution.peak > 0:
+        cap = Decimal(str(suggest_cap(fc.distribution, step=float(step))))
+        cap = round_up(cap, whole=whole)
+    else:
+        # Nothing forecast (unused, or stopped): the cap stays, for borrowing when work returns.
+        cap = item.current_cap
         notes.append(
             Text.of(
-                gettext_noop("nothing used all month: guarantee released, cap kept for borrowing")
+                gettext_noop(
+                    "nothing forecast for next month: guarantee released, cap kept for borrowing"
+                )
             )
         )
+    minimum = ZERO
+    if n_days < THIN_DAYS and (cap < item.current_cap or item.current_guarantee > 0):
         cap = max(cap, item.current_cap)
-
+        minimum = item.current_guarantee
+        notes.append(Text.of(gettext_noop("not lowered on %(days)s days of data"), days=n_days))
     if capacity is not None:
         max_cap = round_down(max_cap_share * capacity, whole=whole)
         if cap > max_cap:
@@ -426,10 +456,153 @@ def suggest_allocation(
             )
             flags.append(FLAG_SHARE)
             cap = max_cap
-        if guarantee > cap:
-            guarantee = cap
+    prepared.cap = cap
+    prepared.minimum = min(minimum, cap)
+    return prepared
 
-    if guarantee < floor:
+
+def _step(item: AllocationUsage, capacity: Decimal | None) -> Decimal:
+    """The unit guarantees are chosen in: one whole unit, or for large amounts (MiB of vGPU
+    memory, cores, GiB) a power of ten giving at most about a thousand steps of capacity."""
+    scale = capacity if capacity is not None else max(item.current_cap, Decimal(1))
+    if item.whole_units and scale <= 4000:
+        return Decimal(1)
+    exponent = math.floor(math.log10(max(float(scale), 1e-3) / 1000))
+    step = Decimal(10) ** exponent
+    if item.whole_units:
+        return max(step, Decimal(1))
+    return max(step, AMOUNT_PLACES)
+
+
+def _amount(value: float, *, places: Decimal = AMOUNT_PLACES) -> Decimal:
+    return Decimal(str(value)).quantize(places)
+
+
+def _signed(value: Decimal) -> str:
+    return ("+" if value > 0 else "") + format_amount(value)
+
+
+def _percent(share: float | None, *, places: Decimal = Decimal(1)) -> str:
+    return format_amount(_amount((share or 0.0) * 100, places=places))
+
+
+def _finish(
+    p: _Prepared, guarantee: Decimal, *, prices: Prices, held: bool, cluster: str
+) -> Proposal:
+    """The proposal of a prepared allocation once its guarantee is chosen, with its words."""
+    item, figures, notes, flags, unit = p.item, p.figures, p.notes, p.flags, p.unit
+    whole = item.whole_units
+    cap = p.cap
+    borrowed_price = prices.borrowed_for(item.workload_class)
+    assert p.actual is not None and p.forecast is not None
+    g, c = float(guarantee), float(cap)
+    expected = outcome(p.forecast.distribution, g, c)
+    last = outcome(p.actual, g, c)
+    cost = expected.cost(prices, item.workload_class)
+    figures.update(
+        {
+            "expected_covered_share": _percent(expected.covered_share),
+            "expected_idle_share": _percent(expected.idle_share),
+            "expected_blocked_share": _percent(expected.blocked_share),
+            "expected_cost": format_amount(_amount(cost, places=TENTH)),
+            "prices": Text.of(
+                gettext_noop(
+                    "per unit-hour: idle guaranteed %(idle)s, borrowed %(borrowed)s, "
+                    "blocked %(blocked)s"
+                ),
+                idle=format_amount(prices.idle),
+                borrowed=format_amount(borrowed_price),
+                blocked=format_amount(prices.blocked),
+            ),
+        }
+    )
+    figures["basis"] = Text.of(
+        gettext_noop(
+            "guarantee: the least expected cost next month (an idle guaranteed %(unit)s-hour "
+            "costs %(idle)s, a borrowed one %(borrowed)s); cap: highest forecast demand "
+            "%(peak)s × %(headroom)s"
+        ),
+        unit=unit,
+        idle=format_amount(prices.idle),
+        borrowed=format_amount(borrowed_price),
+        peak=format_amount(_amount(p.forecast.distribution.peak)),
+        headroom=format_amount(Decimal(str(CAP_HEADROOM))),
+    )
+    # What it rests on, in a lead's words: last month under the suggested values.
+    days_total = max(p.data_days, p.busy_days, 1)
+    if guarantee > 0:
+        rests_on = Text.of(
+            gettext_noop(
+                "busy %(busy)s of %(days)s days; at %(guarantee)s guaranteed %(unit)s, "
+                "%(covered)s%% of last month's demand would have been covered and %(idle)s%% "
+                "of the guarantee idle"
+            ),
+            busy=p.busy_days,
+            days=days_total,
+            guarantee=format_amount(guarantee),
+            unit=unit,
+            covered=_percent(last.covered_share),
+            idle=_percent(last.idle_share),
+        )
+    else:
+        rests_on = Text.of(
+            gettext_noop(
+                "busy %(busy)s of %(days)s days; with no guarantee all of last month's demand "
+                "would have borrowed (%(hours)s %(unit)s-hours)"
+            ),
+            busy=p.busy_days,
+            days=days_total,
+            hours=_hours(_amount(last.demand)),
+            unit=unit,
+        )
+    notes.insert(0, rests_on)
+    if last.blocked_share and last.blocked_share >= 0.0005:
+        notes.append(
+            Text.of(
+                gettext_noop("%(blocked)s%% of last month's demand is above the cap %(cap)s"),
+                blocked=_percent(last.blocked_share, places=TENTH),
+                cap=format_amount(cap),
+            )
+        )
+    if held:
+        flags.append(FLAG_SCALED)
+        where = Text.of(gettext_noop("on %(cluster)s"), cluster=cluster) if cluster else ""
+        notes.append(
+            Text.of(
+                gettext_noop(
+                    "guarantee held to %(guarantee)s by capacity %(where)s: each further "
+                    "%(unit)s saves more elsewhere"
+                ),
+                guarantee=format_amount(guarantee),
+                where=where,
+                unit=unit,
+            )
+        )
+    floor_units = round_up(p.floor, whole=whole)
+    if guarantee < p.floor and floor_units <= cap:
+        at_floor = outcome(p.forecast.distribution, float(floor_units), c)
+        flags.append(FLAG_BELOW_FLOOR)
+        notes.append(
+            Text.of(
+                gettext_noop(
+                    "guarantee %(guarantee)s is below 80%% of the typical daily peak "
+                    "(%(floor)s); the seed's floor of %(floor_units)s would add %(idle)s idle "
+                    "guaranteed %(unit)s-hours next month and save %(borrowed)s borrowed ones "
+                    "(expected cost %(cost)s instead of %(ours)s)"
+                ),
+                guarantee=format_amount(guarantee),
+                floor=format_amount(p.floor.quantize(AMOUNT_PLACES)),
+                floor_units=format_amount(floor_units),
+                idle=_hours(_amount(at_floor.idle - expected.idle)),
+                unit=unit,
+                borrowed=_hours(_amount(expected.borrowed - at_floor.borrowed)),
+                cost=format_amount(
+                    _amount(at_floor.cost(prices, item.workload_class), places=TENTH)
+                ),
+                ours=format_amount(_amount(cost, places=TENTH)),
+            )
+        )
+    elif guarantee < p.floor:
         flags.append(FLAG_BELOW_FLOOR)
         notes.append(
             Text.of(
@@ -438,11 +611,10 @@ def suggest_allocation(
                     "(%(floor)s): the cluster's cap share allows no more"
                 ),
                 guarantee=format_amount(guarantee),
-                floor=format_amount(floor.quantize(AMOUNT_PLACES)),
+                floor=format_amount(p.floor.quantize(AMOUNT_PLACES)),
             )
         )
-
-    idle = item.current_guarantee - round_up(demand_max, whole=whole)
+    idle = item.current_guarantee - round_up(p.demand_max, whole=whole)
     if item.current_guarantee > 0 and idle > 0:
         flags.append(FLAG_IDLE)
         notes.append(
@@ -455,12 +627,18 @@ def suggest_allocation(
                 idle=format_amount(idle),
                 guarantee=format_amount(item.current_guarantee),
                 unit=unit,
-                demand=format_amount(demand_max),
-                idle_hours=figures["idle_guaranteed_gpu_hours"],
+                demand=format_amount(p.demand_max),
+                idle_hours=_hours(
+                    _amount(
+                        outcome(
+                            p.actual, float(item.current_guarantee), float(item.current_cap)
+                        ).idle
+                    )
+                ),
             )
         )
     utilization = figures.get("utilization_mean")
-    if utilization is not None and Decimal(utilization) < LOW_UTILIZATION and demand_max > 0:
+    if utilization is not None and Decimal(utilization) < LOW_UTILIZATION and p.demand_max > 0:
         flags.append(FLAG_LOW_UTILIZATION)
         notes.append(
             Text.of(
@@ -476,13 +654,49 @@ def suggest_allocation(
         current_cap=item.current_cap,
         guarantee=guarantee,
         cap=cap,
-        confidence=confidence,
+        confidence=p.confidence,
         figures=figures,
         notes=tuple(notes),
         flags=tuple(flags),
         whole_units=whole,
-        floor=floor,
+        floor=p.floor,
     )
+
+
+def _kept(p: _Prepared) -> Proposal:
+    item = p.item
+    return Proposal(
+        namespace=item.namespace,
+        resource=item.resource,
+        current_guarantee=item.current_guarantee,
+        current_cap=item.current_cap,
+        guarantee=item.current_guarantee,
+        cap=item.current_cap,
+        confidence=p.confidence,
+        figures=p.figures,
+        notes=tuple(p.notes),
+        flags=tuple(p.flags),
+        whole_units=item.whole_units,
+    )
+
+
+def suggest_allocation(
+    item: AllocationUsage,
+    *,
+    period: Period,
+    capacity: Decimal | None,
+    max_cap_share: Decimal,
+    prices: Prices = DEFAULT_PRICES,
+) -> Proposal:
+    """The suggestion of one allocation alone (its guarantee bounded by ``capacity`` only)."""
+    return suggest_cluster(
+        [item],
+        period=period,
+        capacities={} if capacity is None else {item.resource: capacity},
+        max_cap_share=max_cap_share,
+        prices=prices,
+        share_capacity=capacity,
+    )[0]
 
 
 # --------------------------------------------------------------------------------------------
@@ -566,24 +780,64 @@ def suggest_cluster(
     capacities: dict[str, Decimal],
     max_cap_share: Decimal,
     cluster: str = "",
+    prices: Prices = DEFAULT_PRICES,
+    share_capacity: Decimal | None = None,
 ) -> list[Proposal]:
-    """Suggestions of every allocation of a cluster, guarantees scaled per resource to fit."""
-    proposals = [
-        suggest_allocation(
-            item, period=period, capacity=capacities.get(item.resource), max_cap_share=max_cap_share
+    """Suggestions of every allocation of a cluster. Caps first, each from its own forecast;
+    then per resource every guarantee together (usage/forecast.allocate_guarantees): the next
+    unit goes where it saves the most expected cost, within the capacity left by allocations
+    without data (kept as they are). Order is kept."""
+    items = list(items)
+    prepared = [
+        _prepare(
+            item,
+            period=period,
+            capacity=capacities.get(item.resource, share_capacity),
+            max_cap_share=max_cap_share,
         )
         for item in items
     ]
     by_resource: dict[str, list[int]] = defaultdict(list)
-    for i, p in enumerate(proposals):
-        by_resource[p.resource].append(i)
+    for i, p in enumerate(prepared):
+        by_resource[p.item.resource].append(i)
+    proposals: list[Proposal | None] = [None] * len(prepared)
     for resource, indexes in by_resource.items():
         capacity = capacities.get(resource)
-        if capacity is None:
+        fixed = [i for i in indexes if prepared[i].fixed]
+        free = [i for i in indexes if not prepared[i].fixed]
+        for i in fixed:
+            proposals[i] = _kept(prepared[i])
+        if not free:
             continue
-        scaled = scale_guarantees(
-            [proposals[i] for i in indexes], capacity=capacity, cluster=cluster
+        step = _step(prepared[free[0]].item, capacity)
+        left = None
+        if capacity is not None:
+            left = float(capacity - sum((prepared[i].item.current_guarantee for i in fixed), ZERO))
+        candidates = [
+            Candidate(
+                key=str(i),
+                distribution=prepared[i].forecast.distribution,
+                cap=float(prepared[i].cap),
+                borrowed_price=float(prices.borrowed_for(prepared[i].item.workload_class)),
+                minimum=float(prepared[i].minimum),
+            )
+            for i in free
+        ]
+        chosen = allocate_guarantees(
+            candidates, capacity=left, step=float(step), idle_price=float(prices.idle)
         )
-        for i, p in zip(indexes, scaled, strict=True):
-            proposals[i] = p
-    return proposals
+        alone = (
+            allocate_guarantees(
+                candidates, capacity=None, step=float(step), idle_price=float(prices.idle)
+            )
+            if left is not None
+            else chosen
+        )
+        for i in free:
+            whole = prepared[i].item.whole_units
+            guarantee = as_decimal(chosen[str(i)], whole=whole)
+            held = chosen[str(i)] + 1e-9 < alone[str(i)]
+            proposals[i] = _finish(
+                prepared[i], guarantee, prices=prices, held=held, cluster=cluster
+            )
+    return [p for p in proposals if p is not None]

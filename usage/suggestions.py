@@ -11,8 +11,9 @@ from django.utils import timezone
 
 from quotas.models import Allocation, Cluster, Resource, TeamNamespace
 from quotas.texts import stored_json
+from usage.forecast import Prices
 from usage.models import Suggestion
-from usage.selectors import usage_daily_for
+from usage.selectors import demand_history_for, usage_daily_for
 from usage.suggest import AllocationUsage, Period, suggest_cluster
 
 
@@ -33,7 +34,9 @@ def suggestions_compute(*, cluster: Cluster, month: date, today: date | None = N
     today = today or timezone.localdate()
     period = Period(start=start, end=end, today=today)
     # Today's rollup is still growing: a month in progress is read up to yesterday.
-    days = usage_daily_for(cluster=cluster, start=start, end=min(end, today - timedelta(days=1)))
+    last = min(end, today - timedelta(days=1))
+    days = usage_daily_for(cluster=cluster, start=start, end=last)
+    demand = demand_history_for(cluster=cluster, start=start, end=last) if last >= start else {}
     allocations = {
         (a.team_namespace_id, a.resource_id): a
         for a in Allocation.objects.filter(team_namespace__cluster=cluster)
@@ -41,6 +44,8 @@ def suggestions_compute(*, cluster: Cluster, month: date, today: date | None = N
     by_pair: dict[tuple[int, int], list] = {pair: [] for pair in allocations}
     for d in days:
         by_pair.setdefault((d.team_namespace_id, d.resource_id), []).append(d)
+    for pair in demand:
+        by_pair.setdefault(pair, [])
     namespaces = TeamNamespace.objects.in_bulk({ns for ns, _ in by_pair})
     resources = Resource.objects.in_bulk({r for _, r in by_pair})
     pairs = sorted(by_pair, key=lambda p: (namespaces[p[0]].name, resources[p[1]].name))
@@ -58,6 +63,7 @@ def suggestions_compute(*, cluster: Cluster, month: date, today: date | None = N
                 current_cap=current.cap if current else 0,
                 days=by_pair[(ns_id, res_id)],
                 unit=resource.unit,
+                demand=demand.get((ns_id, res_id), ()),
             )
         )
     capacities = dict(cluster.capacities.values_list("resource__name", "capacity"))
@@ -67,6 +73,7 @@ def suggestions_compute(*, cluster: Cluster, month: date, today: date | None = N
         capacities=capacities,
         max_cap_share=cluster.effective_max_cap_share,
         cluster=cluster.name,
+        prices=Prices.of_cluster(cluster),
     )
     now = timezone.now()
     rows = [

@@ -131,6 +131,11 @@ class ClusterSerializer(serializers.ModelSerializer):
     currency = serializers.SerializerMethodField(
         help_text="ISO 4217 code of the price (the portal's QUOTA_CURRENCY)."
     )
+    suggestion_prices = serializers.SerializerMethodField(
+        help_text="What the monthly suggestions weigh per unit-hour (strings): `idle` "
+        "(a guaranteed unit-hour nothing runs on), `borrowed` and `inference_borrowed` (demand "
+        "above the guarantee within the cap), `blocked` (demand above the cap)."
+    )
 
     class Meta:
         model = Cluster
@@ -148,10 +153,28 @@ class ClusterSerializer(serializers.ModelSerializer):
             "gpu_cards",
             "gpu_hour_price",
             "currency",
+            "suggestion_prices",
         ]
 
     def get_currency(self, cluster: Cluster) -> str:
         return settings.QUOTA_CURRENCY
+
+    @extend_schema_field(
+        {
+            "type": "object",
+            "properties": {
+                key: {"type": "string"}
+                for key in ("idle", "borrowed", "inference_borrowed", "blocked")
+            },
+        }
+    )
+    def get_suggestion_prices(self, cluster: Cluster) -> dict[str, str]:
+        return {
+            "idle": format_amount(cluster.suggest_idle_price),
+            "borrowed": format_amount(cluster.suggest_borrowed_price),
+            "inference_borrowed": format_amount(cluster.suggest_inference_borrowed_price),
+            "blocked": format_amount(cluster.suggest_blocked_price),
+        }
 
     @extend_schema_field(
         {"type": "array", "items": {"type": "object", "additionalProperties": True}}

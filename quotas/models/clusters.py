@@ -43,6 +43,18 @@ def gpu_cards_validator(value) -> None:
             )
 
 
+def _price_field(verbose_name, default: str, help_text) -> models.DecimalField:
+    """A price per unit-hour the suggestions weigh (usage/forecast.py), above 0."""
+    return models.DecimalField(
+        verbose_name,
+        max_digits=8,
+        decimal_places=3,
+        default=Decimal(default),
+        validators=[MinValueValidator(Decimal("0.001"))],
+        help_text=help_text,
+    )
+
+
 def share_field(verbose_name, help_text) -> models.DecimalField:
     """An optional share of a cluster's capacity, above 0 and at most 1 (empty: the default)."""
     return models.DecimalField(
@@ -199,6 +211,32 @@ class Cluster(models.Model):
         ),
     )
 
+    # What the suggestions weigh (usage/forecast.py): the price of one unit-hour of each way a
+    # guarantee and a cap can miss the demand, relative to one another.
+    suggest_idle_price = _price_field(
+        _("price of an idle guaranteed unit-hour"),
+        "1",
+        _("What a guaranteed unit-hour nothing runs on costs the suggestions."),
+    )
+    suggest_borrowed_price = _price_field(
+        _("price of a borrowed unit-hour"),
+        "0.5",
+        _(
+            "What a unit-hour of demand above the guarantee (borrowed, may be reclaimed) costs "
+            "the suggestions, for training and dev namespaces."
+        ),
+    )
+    suggest_inference_borrowed_price = _price_field(
+        _("price of a borrowed inference unit-hour"),
+        "2",
+        _("The same for inference namespaces: a reclaimed server drops live traffic."),
+    )
+    suggest_blocked_price = _price_field(
+        _("price of a blocked unit-hour"),
+        "4",
+        _("What a unit-hour of demand above the cap (cannot run) costs the suggestions."),
+    )
+
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
     updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
 
@@ -220,6 +258,13 @@ class Cluster(models.Model):
             models.CheckConstraint(
                 condition=Q(gpu_hour_price__isnull=True) | Q(gpu_hour_price__gte=0),
                 name="cluster_gpu_hour_price_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(suggest_idle_price__gt=0)
+                & Q(suggest_borrowed_price__gt=0)
+                & Q(suggest_inference_borrowed_price__gt=0)
+                & Q(suggest_blocked_price__gt=0),
+                name="cluster_suggest_prices_positive",
             ),
             models.CheckConstraint(
                 condition=~Q(connection="kubeconfig") | ~Q(kubeconfig_path=""),

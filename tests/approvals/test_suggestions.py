@@ -37,7 +37,7 @@ def test_a_lead_drafts_a_request_from_a_suggestion(june_suggestions, lead_a):
     assert body["status"] == "draft" and body["team"] == "team-a"
     [line] = body["lines"]
     assert line["current"]["guarantee"] == "6" and line["current"]["cap"] == "10"
-    assert line["requested"]["guarantee"] == "3" and line["requested"]["cap"] == "4"
+    assert line["requested"]["guarantee"] == "2" and line["requested"]["cap"] == "4"
     qr = QuotaRequest.objects.get(pk=body["id"])
     assert "From the portal's suggestion for team-a-training" in qr.justification
     assert "typical daily peak 3" in qr.justification

@@ -367,6 +367,11 @@ def test_a_cluster_added_and_deleted_is_two_events(admin_client, gpu):
                 "connection": "sandbox",
                 "kueue_cohort": "portal",
                 "yunikorn_namespace": "yunikorn",
+                # What the form shows filled in (the suggestions' default prices).
+                "suggest_idle_price": "1",
+                "suggest_borrowed_price": "0.5",
+                "suggest_inference_borrowed_price": "2",
+                "suggest_blocked_price": "4",
                 "capacities-TOTAL_FORMS": "0",
                 "capacities-INITIAL_FORMS": "0",
                 "namespaces-TOTAL_FORMS": "0",

@@ -280,8 +280,10 @@ def test_a_draft_committing_while_a_submit_holds_the_teams_budget_does_not_deadl
     The budget lock must not block that check (FOR NO KEY UPDATE), or the two deadlock."""
     import threading
 
-    from tests.support.locks import lock_waiters
+    from tests.support.locks import lock_waiters, require_postgresql
     from tests.support.waiting import poll
+
+    require_postgresql("a deadlock of row locks needs PostgreSQL's")
 
     drafted, outcomes = threading.Event(), {}
 

@@ -1,15 +1,21 @@
-"""Suggestion maths, hand-checked: flat, spiky, inference against training, growing, idle,
-over-subscribed guarantees, thin data, no data; and every suggestion passes the plan rules."""
+"""Suggestion maths on synthetic months with known answers: a flat namespace, a bursty one, a
+growing one, one that stops using its guarantee, a new one without history; guarantees chosen
+together where capacity is short; the seed's floor as a priced warning; thin data, no data, a
+month not over; and a property test that no suggestion ever breaks a rule of the plan."""
 
+import random
 from datetime import date, timedelta
 from decimal import Decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from quotas.rules import AllocationFacts, ClusterFacts, UsageFacts, check_plan
+from quotas.rules import ERROR, AllocationFacts, ClusterFacts, UsageFacts, check_plan
 from tests.support.usage import JUNE_PERIOD as JUNE
-from tests.support.usage import Day, days
+from tests.support.usage import days
 from usage import selectors
+from usage.forecast import Prices, demand_day
 from usage.suggest import (
     FLAG_BELOW_FLOOR,
     FLAG_GROWING,
@@ -29,211 +35,237 @@ from usage.suggest import (
 )
 
 D = Decimal
-NONE = Decimal(0)
-FEB = Period(start=date(2025, 2, 1), end=date(2025, 2, 28), today=date(2025, 3, 1))
 SHARE = D("0.5")
+GPU = "nvidia.com/gpu"
+FIVE_MINUTES = 5 / 60
 
 
-def usage(days_, *, ns="team-a", wc="training", g=0, c=0, kind="gpu") -> AllocationUsage:
+def month(fn, *, n=30, start=JUNE.start):
+    """``n`` days of 5-minute demand, ``fn(day index, sample index of 288)``."""
+    return [
+        demand_day(start + timedelta(i), FIVE_MINUTES, [fn(i, k) for k in range(288)])
+        for i in range(n)
+    ]
+
+
+def usage(demand, *, ns="team-a", wc="training", g=0, c=0, kind="gpu", rollups=()):
     return AllocationUsage(
         namespace=ns,
-        resource="nvidia.com/gpu",
+        resource=GPU,
         workload_class=wc,
         resource_kind=kind,
         current_guarantee=D(g),
         current_cap=D(c),
-        days=days_,
+        days=list(rollups),
         unit="GPU",
+        demand=demand,
     )
 
 
-def test_flat_usage_brings_an_oversized_allocation_down_and_flags_the_idle_gpus():
-    p = suggest_allocation(
-        usage(days(JUNE, peak=4), g=6, c=10), period=JUNE, capacity=D(16), max_cap_share=SHARE
+SIXTEEN = D(16)
+DEFAULT_PRICES = Prices()
+
+
+def alone(item, *, capacity=SIXTEEN, prices=DEFAULT_PRICES, period=JUNE):
+    return suggest_allocation(
+        item, period=period, capacity=capacity, max_cap_share=SHARE, prices=prices
     )
-    # typical peak 4, floor 3.2, recent mean 4 -> 4; cap ceil(4 x 1.25) = 5
-    assert (p.guarantee, p.cap) == (4, 5)
-    assert p.confidence == "high"
-    assert FLAG_IDLE in p.flags
-    assert any("2 of 6 guaranteed GPU never used" in str(n) for n in p.notes)
-    f = p.figures
-    assert f["days_of_data"] == 30 and f["typical_daily_peak"] == "4" and f["peak_max"] == "4"
-    assert f["gpu_hours"] == "2880"  # 4 GPUs x 24 h x 30 days
-    assert len(f["daily_peaks"]) == 30
 
 
-def test_spiky_training_gets_the_rule_floor_and_a_cap_bounded_by_the_share():
-    spiky = [
-        Day(d.day, D(10), D(2), D(1)) if d.day.day in (10, 20) else Day(d.day, D(2), D(2), D(1))
-        for d in days(JUNE, peak=2)
-    ]
-    p = suggest_allocation(usage(spiky), period=JUNE, capacity=D(16), max_cap_share=SHARE)
-    # daily peaks: 28 x 2 and 2 x 10; p95 at rank 27.55 -> 2 + 8 x 0.55 = 6.4; floor 5.12 -> 6
-    assert p.figures["typical_daily_peak"] == "6.4"
-    assert p.guarantee == 6
-    # cap ceil(10 x 1.25) = 13 > 50% of 16 -> 8
-    assert p.cap == 8 and FLAG_SHARE in p.flags
-    assert any("cap 13 lowered to 8" in str(n) for n in p.notes)
+def notes(p) -> str:
+    return " | ".join(str(n) for n in p.notes)
 
 
-def test_a_steady_namespace_is_guaranteed_its_level_a_bursty_one_the_rule_floor():
-    steady = suggest_allocation(
-        usage(days(JUNE, peak=9, mean=8), wc="inference"),
-        period=JUNE,
-        capacity=D(32),
-        max_cap_share=SHARE,
-    )
-    bursty = suggest_allocation(
-        usage(days(JUNE, peak=9, mean=2), wc="training"),
-        period=JUNE,
-        capacity=D(32),
-        max_cap_share=SHARE,
-    )
-    assert steady.guarantee == 8  # its mean 8 is above 80% of 9 = 7.2
-    assert bursty.guarantee == 8  # ceil(7.2): the least the rules allow
-    assert steady.cap == bursty.cap == 12  # ceil(9 x 1.25)
-    assert steady.figures["recent_level"] == "8" and bursty.figures["floor"] == "7.2"
+# The five namespaces the issue names.
+FLAT = month(lambda i, k: 4)
+# Busy 2 h on every tenth day at 8 GPUs, one GPU otherwise.
+BURSTY = month(lambda i, k: 8 if i % 10 == 3 and 100 <= k < 124 else 1)
+_noise = random.Random(3)
+GROWING = month(lambda i, k: 2 + i // 3 + (_noise.random() < 0.3))
+STOPPED = month(lambda i, k: 5 if i < 18 else 0)
 
 
-def test_growing_week_over_week_raises_the_cap_not_the_guarantee():
-    growing = [
-        Day(FEB.start + timedelta(i), peak=D(4 + 2 * (i // 7)), p95=D(0), mean=D(2 + i // 7))
-        for i in range(28)
-    ]
-    p = suggest_allocation(usage(growing), period=FEB, capacity=D(64), max_cap_share=SHARE)
-    assert p.figures["weekly_means"] == ["2", "3", "4", "5"]
-    assert p.figures["growth_per_week"] == "1.25"
-    # typical peak 10 -> floor 8 (recent mean 5 is below); cap ceil(10 x 1.25 x 1.25 = 15.625)
-    assert (p.guarantee, p.cap) == (8, 16)
-    assert FLAG_GROWING in p.flags
+def test_a_flat_namespace_is_guaranteed_what_it_uses_and_told_of_its_idle_gpus():
+    p = alone(usage(FLAT, wc="inference", g=6, c=10))
+    # Every sample 4: a fifth GPU would idle all month, a fourth covers all month.
+    assert (p.guarantee, p.cap) == (4, 5)  # cap 4 x 1.25 -> 5
+    assert p.confidence == "high" and FLAG_IDLE in p.flags
+    assert "busy 30 of 30 days; at 4 guaranteed GPU, 100% of last month's demand" in notes(p)
+    assert "2 of 6 guaranteed GPU never used this month" in notes(p)
+    assert "1440 idle guaranteed GPU-hours" in notes(p)  # 2 GPUs x 24 h x 30 days
+    assert p.figures["expected_idle_share"] == "0" and p.figures["expected_covered_share"] == "100"
 
 
-def test_growth_is_bounded_and_needs_two_rising_weeks():
-    from usage.suggest import weekly_growth
-
-    assert weekly_growth([D(1), D(2), D(8)]) == D("1.25")
-    assert weekly_growth([D(3), D(2), D(4)]) == 1  # one rising week is not a trend
-    assert weekly_growth([D(1), D(2)]) == 1
-    # Creeping up by a percent a week is flat, not a trend to raise a cap for.
-    assert weekly_growth([D("0.30"), D("0.303"), D("0.306")]) == 1
-    assert weekly_growth([D("0.30"), D("0.33"), D("0.363")]) == D("1.1")
-    assert weekly_growth([D(0), D(1), D(2)]) == 1  # nothing to grow from
-
-
-def test_an_idle_namespace_releases_its_guarantee_and_keeps_its_cap():
-    p = suggest_allocation(
-        usage(days(JUNE, peak=0), g=4, c=8), period=JUNE, capacity=D(16), max_cap_share=SHARE
-    )
-    assert (p.guarantee, p.cap) == (0, 8)
-    assert FLAG_IDLE in p.flags
-    assert any("4 of 4 guaranteed GPU never used" in str(n) for n in p.notes)
+def test_a_bursty_training_namespace_is_guaranteed_its_base_not_its_bursts():
+    p = alone(usage(BURSTY, g=6, c=8))
+    # Above 1 GPU demand is there 2 h of each tenth day: a second guaranteed GPU would idle
+    # 98% of the time, so it borrows its bursts (cap 8 x 1.25 = 10, held to 8 by the share).
+    assert (p.guarantee, p.cap) == (1, 8)
+    assert FLAG_SHARE in p.flags
+    # The seed's 80% of the typical daily peak is a warning, priced.
+    assert FLAG_BELOW_FLOOR in p.flags
+    assert "the seed's floor of 7 would add" in notes(p)
+    assert "idle guaranteed GPU-hours next month" in notes(p)
 
 
-def test_low_utilization_is_flagged():
-    p = suggest_allocation(
-        usage(days(JUNE, peak=4, utilization=D(12))),
-        period=JUNE,
-        capacity=D(16),
-        max_cap_share=SHARE,
-    )
-    assert FLAG_LOW_UTILIZATION in p.flags and p.figures["utilization_mean"] == "12"
+def test_inference_pays_more_to_borrow_and_is_guaranteed_more_of_the_same_demand():
+    # Demand 2 half of the time and 4 the other half.
+    half = month(lambda i, k: 4 if k % 2 else 2)
+    training = alone(usage(half, wc="training"))
+    inference = alone(usage(half, wc="inference"))
+    # Units 3 and 4 are used half the time: worth it when borrowing costs more than idling.
+    assert training.guarantee == 2 and inference.guarantee == 4
+    # A cluster's own prices move it.
+    cheap_idle = alone(usage(half, wc="training"), prices=Prices(idle=D("0.25")))
+    assert cheap_idle.guarantee == 4
 
 
-def test_over_subscribed_guarantees_are_scaled_proportionally_with_largest_remainder():
-    items = [
-        usage(days(JUNE, peak=6), ns="a"),
-        usage(days(JUNE, peak=4), ns="b"),
-        usage(days(JUNE, peak=3), ns="c"),
-    ]
-    out = suggest_cluster(
-        items,
-        period=JUNE,
-        capacities={"nvidia.com/gpu": D(10)},
-        max_cap_share=D(1),
-        cluster="demo",
-    )
-    # 6 + 4 + 3 = 13 > 10: x 10/13 -> 4.615, 3.077, 2.308 -> 4, 3, 2 and the one left over
-    # goes to the largest remainder (a: 0.615)
-    assert [p.guarantee for p in out] == [5, 3, 2]
-    assert sum(p.guarantee for p in out) == 10
-    assert all(FLAG_SCALED in p.flags for p in out)
-    assert "sum to 13 nvidia.com/gpu, above capacity 10" in str(out[0].notes[-1])
-    assert out[0].figures["unscaled_guarantee"] == "6"
-    # b (3 < 80% of 4) and c (2 < 2.4) now fall below the 80% floor; a (5 >= 4.8) does not
-    assert [FLAG_BELOW_FLOOR in p.flags for p in out] == [False, True, True]
+def test_a_growing_namespace_gets_the_trend_and_a_cap_that_holds_next_month():
+    p = alone(usage(GROWING, wc="inference"), capacity=D(64))
+    assert FLAG_GROWING in p.flags and p.figures["trend_applied"] is True
+    assert "trend +" in notes(p) and "over four weeks" in notes(p)
+    # Demand grows a GPU every three days: next month reaches about 2 + 59/3 + 1 ~ 22.7.
+    next_month = month(lambda i, k: 2 + (30 + i) // 3 + 1, start=date(2025, 7, 1), n=31)
+    top = max(d.peak for d in next_month)
+    assert p.cap >= top, (p.cap, top)
+    # The guarantee follows the forecast, above anything last month saw.
+    assert p.guarantee > max(d.peak for d in GROWING)
 
 
-def test_scaling_leaves_a_plan_within_capacity_alone_and_ties_go_by_size_then_name():
-    items = [usage(days(JUNE, peak=p), ns=ns) for ns, p in (("x", 3), ("y", 3), ("z", 3))]
-    fits = suggest_cluster(
-        items, period=JUNE, capacities={"nvidia.com/gpu": D(9)}, max_cap_share=D(1)
-    )
-    assert [p.guarantee for p in fits] == [3, 3, 3] and not any(
-        FLAG_SCALED in p.flags for p in fits
-    )
-    scaled = scale_guarantees(fits, capacity=D(7))
-    # 3 x 7/9 = 2.333 each: 2, 2, 2 and one left over for the first by name
-    assert [p.guarantee for p in scaled] == [3, 2, 2]
+def test_a_namespace_that_stops_using_its_guarantee_releases_it_and_keeps_its_cap():
+    p = alone(usage(STOPPED, g=4, c=6))
+    assert (p.guarantee, p.cap) == (0, 6)
+    assert "nothing forecast for next month" in notes(p)
+    assert "busy 18 of 30 days; with no guarantee" in notes(p)
 
 
-def test_thin_data_lowers_nothing_but_the_rules_still_apply():
-    p = suggest_allocation(
-        usage(days(JUNE, n=5, peak=2), g=6, c=10),
-        period=JUNE,
-        capacity=D(16),
-        max_cap_share=SHARE,
-    )
-    assert p.guarantee == 6  # computed 2, not lowered on 5 days of data
-    assert p.cap == 8  # the current 10 is above 50% of 16
-    assert p.confidence == "low" and FLAG_THIN in p.flags
-    assert any("not lowered on 5 days of data" in str(n) for n in p.notes)
-
-
-def test_a_month_not_over_says_so():
-    running = Period(start=JUNE.start, end=JUNE.end, today=date(2025, 6, 25))
-    p = suggest_allocation(
-        usage(days(JUNE, n=24, peak=2)), period=running, capacity=D(16), max_cap_share=SHARE
-    )
-    assert p.confidence == "medium" and FLAG_NOT_OVER in p.flags
-    assert any("the month is not over" in str(n) for n in p.notes)
-
-
-def test_no_data_keeps_the_current_values():
-    p = suggest_allocation(usage([], g=2, c=4), period=JUNE, capacity=D(16), max_cap_share=SHARE)
+def test_a_new_namespace_without_history_keeps_what_it_has():
+    p = alone(usage([], g=2, c=4))
     assert (p.guarantee, p.cap, p.confidence) == (2, 4, "none")
     assert FLAG_NO_DATA in p.flags and not p.changes
 
 
-def test_cpu_amounts_are_not_rounded_to_whole_units():
-    p = suggest_allocation(
-        usage(days(JUNE, peak="2.5"), kind="cpu"), period=JUNE, capacity=None, max_cap_share=SHARE
+def test_when_capacity_is_short_the_next_gpu_goes_where_it_covers_most():
+    # Three namespaces each want 6, steady; one is busy all the time, two half of the time.
+    steady = month(lambda i, k: 6)
+    half = month(lambda i, k: 6 if k < 144 else 0)
+    items = [
+        usage(steady, ns="always"),
+        usage(half, ns="mornings"),
+        usage(half, ns="evenings", wc="inference"),
+    ]
+    out = suggest_cluster(
+        items, period=JUNE, capacities={GPU: D(10)}, max_cap_share=D(1), cluster="demo"
     )
-    assert p.guarantee == D("2.5") and p.cap == D("3.125")
+    got = {p.namespace: p.guarantee for p in out}
+    # Idle 1, borrowed 0.5 (training) or 2 (inference): a unit of "always" saves 0.5 an hour,
+    # of "evenings" 2 x 0.5 - 0.5 = 0.5, of "mornings" 0.5 x 0.5 - 0.5 < 0 (never worth it).
+    assert got == {"always": 6, "evenings": 4, "mornings": 0}
+    assert sum(got.values()) == 10
+    evenings = next(p for p in out if p.namespace == "evenings")
+    assert FLAG_SCALED in evenings.flags and "held to 4 by capacity on demo" in notes(evenings)
+    assert FLAG_SCALED not in next(p for p in out if p.namespace == "always").flags
+
+
+def test_allocations_without_data_keep_their_guarantee_before_the_others_are_chosen():
+    out = suggest_cluster(
+        [usage([], ns="quiet", g=7, c=8), usage(FLAT, ns="flat", wc="inference")],
+        period=JUNE,
+        capacities={GPU: D(10)},
+        max_cap_share=D(1),
+    )
+    assert [(p.namespace, p.guarantee) for p in out] == [("quiet", 7), ("flat", 3)]
+
+
+def test_thin_data_lowers_nothing_but_the_rules_still_apply():
+    p = alone(usage(month(lambda i, k: 2, n=5), g=6, c=10))
+    assert p.guarantee == 6  # 2 would be cheapest, not lowered on 5 days of data
+    assert p.cap == 8  # the current 10 is above 50% of 16
+    assert p.confidence == "low" and FLAG_THIN in p.flags
+    assert "not lowered on 5 days of data" in notes(p)
+
+
+def test_a_month_not_over_says_so():
+    running = Period(start=JUNE.start, end=JUNE.end, today=date(2025, 6, 25))
+    p = alone(usage(month(lambda i, k: 2, n=24)), period=running)
+    assert p.confidence == "medium" and FLAG_NOT_OVER in p.flags
+    assert "the month is not over" in notes(p)
+
+
+def test_without_samples_the_daily_rollups_stand_in():
+    p = alone(usage((), rollups=days(JUNE, peak=4, utilization=D(12)), g=2, c=4))
+    assert (p.guarantee, p.cap) == (4, 5)
+    assert FLAG_LOW_UTILIZATION in p.flags and p.figures["utilization_mean"] == "12"
+
+
+def test_cpu_amounts_are_chosen_in_steps_not_whole_units():
+    cpu = month(lambda i, k: 2.5)
+    p = suggest_allocation(usage(cpu, kind="cpu"), period=JUNE, capacity=D(64), max_cap_share=SHARE)
+    # Steps of 0.01 core (the power of ten below 64 / 1000): 2.5 x 1.25 = 3.125 -> 3.13.
+    assert p.guarantee == D("2.5") and p.cap == D("3.13")
+
+
+def test_proportional_scaling_stays_for_the_baselines():
+    from usage.suggest import Proposal
+
+    fits = [Proposal(ns, GPU, D(0), D(0), D(3), D(3), "high") for ns in ("x", "y", "z")]
+    scaled = scale_guarantees(fits, capacity=D(7))
+    # 3 x 7/9 = 2.333 each: 2, 2, 2 and one left over for the first by name
+    assert [p.guarantee for p in scaled] == [3, 2, 2]
 
 
 def test_the_typical_peak_is_the_one_the_rules_warn_about():
     assert TYPICAL_PEAK_PERCENTILE == selectors.TYPICAL_PEAK_PERCENTILE
 
 
-@pytest.mark.parametrize(
-    "shape",
-    [
-        {"peak": 4},
-        {"peak": 9, "p95": 9, "mean": 5},
-        {"peak": 7, "p95": 3, "mean": 1},
-        {"peak": 0},
-    ],
+_SHAPES = {
+    "flat": lambda level: lambda i, k: level,
+    "bursty": lambda level: lambda i, k: level if (i * 7 + k // 12) % 9 == 0 else 0,
+    "growing": lambda level: lambda i, k: level * i // 30,
+    "stopping": lambda level: lambda i, k: level if i < 20 else 0,
+    "daily": lambda level: lambda i, k: level if 96 <= k < 216 else level // 4,
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(sorted(_SHAPES)),
+            st.integers(min_value=0, max_value=20),
+            st.sampled_from(["inference", "training", "dev"]),
+            st.integers(min_value=0, max_value=40),
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    st.integers(min_value=1, max_value=48),
+    st.sampled_from([D("0.25"), D("0.5"), D(1)]),
 )
-@pytest.mark.parametrize("wc", ["inference", "training", "dev"])
-def test_every_suggestion_passes_the_plan_rules_without_the_peak_warning(shape, wc):
-    items = [usage(days(JUNE, **shape), ns=f"ns-{i}", wc=wc) for i in range(3)]
-    out = suggest_cluster(
-        items, period=JUNE, capacities={"nvidia.com/gpu": D(32)}, max_cap_share=SHARE
-    )
-    cluster = ClusterFacts(name="c", capacities={"nvidia.com/gpu": D(32)}, max_cap_share=SHARE)
-    allocations = [AllocationFacts("c", p.namespace, p.resource, p.guarantee, p.cap) for p in out]
-    peaks = [
-        UsageFacts("c", p.namespace, p.resource, D(p.figures["typical_daily_peak"])) for p in out
+def test_no_suggestion_ever_breaks_a_rule_of_the_plan(namespaces, capacity, share):
+    items = [
+        usage(month(_SHAPES[shape](level), n=28), ns=f"ns-{i}", wc=wc, c=days_of_data)
+        for i, (shape, level, wc, days_of_data) in enumerate(namespaces)
     ]
-    assert check_plan(cluster=cluster, allocations=allocations, usage=peaks) == []
+    out = suggest_cluster(items, period=JUNE, capacities={GPU: D(capacity)}, max_cap_share=share)
+    cluster = ClusterFacts(name="c", capacities={GPU: D(capacity)}, max_cap_share=share)
+    allocations = [AllocationFacts("c", p.namespace, p.resource, p.guarantee, p.cap) for p in out]
+    peaks = [UsageFacts("c", p.namespace, p.resource, p.floor / D("0.8")) for p in out]
+    findings = check_plan(cluster=cluster, allocations=allocations, usage=peaks)
+    assert [f for f in findings if f.level == ERROR] == []
+    assert sum(p.guarantee for p in out) <= capacity
     assert all(p.guarantee == p.guarantee.to_integral_value() for p in out)
+    assert all(D(0) <= p.guarantee <= p.cap for p in out)
+    # A guarantee below the seed's floor is always said, with its price or its reason.
+    for p in out:
+        assert (FLAG_BELOW_FLOOR in p.flags) == (p.guarantee < p.floor)
+
+
+@pytest.mark.parametrize("wc", ["inference", "training", "dev"])
+def test_a_suggestion_says_what_it_rests_on_in_words(wc):
+    p = alone(usage(BURSTY, wc=wc))
+    first = str(p.notes[0])
+    assert first.startswith("busy 30 of 30 days; at ")
+    assert "% of last month's demand would have been covered and " in first
+    assert str(p.figures["basis"]).startswith("guarantee: the least expected cost next month")
+    assert "per unit-hour: idle guaranteed 1, borrowed" in str(p.figures["prices"])

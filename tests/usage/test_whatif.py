@@ -208,5 +208,5 @@ def test_the_suggestion_confirm_page_replays_the_suggested_values(
     html = client.get(f"/requests/from-suggestion/{s.pk}/").content.decode()
     assert 'data-testid="what-if"' in html
     proposed = html.split('data-testid="what-if-new-0-proposed"')[1].split("</tr>")[0]
-    # The suggestion lowers the guarantee to 3 and the cap to 4: 1 of 5 is blocked each hour.
-    assert "3 / 4" in proposed and ">10.0<" in proposed
+    # The suggestion lowers the guarantee to 2 and the cap to 4: 1 of 5 is blocked each hour.
+    assert "2 / 4" in proposed and ">10.0<" in proposed

@@ -13,7 +13,7 @@ def test_a_lead_sees_the_suggestions_of_their_team_only(june_suggestions, lead_a
     assert [(r["team"], r["namespace"]) for r in rows] == [("team-a", "team-a-training")]
     [row] = rows
     assert row["current"] == {"guarantee": "6", "cap": "10"}
-    assert row["suggested"] == {"guarantee": "3", "cap": "4"}
+    assert row["suggested"] == {"guarantee": "2", "cap": "4"}
     assert row["month"] == "2025-06" and row["cluster"] == "demo"
     assert "idle_guarantee" in row["flags"] and row["figures"]["days_of_data"] == 30
     other = june_suggestions["team-b-inference"].pk

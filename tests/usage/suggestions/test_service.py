@@ -26,9 +26,11 @@ ROOT = Path(__file__).resolve().parents[3]
 @pytest.mark.django_db
 def test_a_month_of_rollups_becomes_one_suggestion_per_allocation(june_suggestions):
     a, b = june_suggestions["team-a-training"], june_suggestions["team-b-inference"]
-    # training, peak 3 every day: floor 2.4, recent mean 2 -> 3; cap ceil(3.75) = 4
+    # training, mean 2 with a peak of 3 (no samples: each day's rollup stands in, its mean for
+    # 23 hours and its peak for one): a third GPU would idle 23 hours a day -> 2; cap
+    # ceil(3 x 1.25) = 4
     assert (a.current_guarantee, a.current_cap) == (6, 10)
-    assert (a.suggested_guarantee, a.suggested_cap) == (3, 4)
+    assert (a.suggested_guarantee, a.suggested_cap) == (2, 4)
     assert "idle_guarantee" in a.flags and a.confidence == "high"
     assert a.figures["days_of_data"] == 30 and a.figures["utilization_mean"] == "40"
     # inference, steady at 6: guarantee 6 (its mean), cap ceil(7.5) = 8 = 50% of 16
@@ -58,17 +60,27 @@ def test_a_month_in_progress_is_said_to_be(june_usage, cluster):
 
 
 @pytest.mark.django_db
-def test_over_subscribed_suggestions_are_scaled_to_the_capacity(june_usage, cluster):
-    cluster.capacities.update(capacity=Decimal(8))
+def test_over_subscribed_suggestions_go_where_they_save_the_most(june_usage, cluster):
+    cluster.capacities.update(capacity=Decimal(7))
     cluster.max_cap_share = Decimal(1)
     cluster.save()
     suggestions_compute(cluster=cluster, month=JUNE, today=date(2025, 7, 1))
     rows = {s.team_namespace.name: s for s in Suggestion.objects.select_related("team_namespace")}
-    # 3 + 6 = 9 > 8: x 8/9 -> 2.67 and 5.33 -> 2 + 5, one left for the larger remainder (a)
-    assert rows["team-a-training"].suggested_guarantee == 3
+    # 2 + 6 = 8 > 7. Each of inference's 6 GPUs, busy all the time, saves 2 borrowed
+    # unit-hours' price an hour; training's, 0.5: inference keeps its 6, training gets 1.
+    assert rows["team-b-inference"].suggested_guarantee == 6
+    assert rows["team-a-training"].suggested_guarantee == 1
+    assert "scaled_down" in rows["team-a-training"].flags
+    assert "scaled_down" not in rows["team-b-inference"].flags
+    # The cluster's prices decide: borrowing training work as dear as inference's, and
+    # inference's as cheap as training's, the GPU goes the other way round.
+    cluster.suggest_borrowed_price = Decimal(3)
+    cluster.suggest_inference_borrowed_price = Decimal("0.5")
+    cluster.save()
+    suggestions_compute(cluster=cluster, month=JUNE, today=date(2025, 7, 1))
+    rows = {s.team_namespace.name: s for s in Suggestion.objects.select_related("team_namespace")}
+    assert rows["team-a-training"].suggested_guarantee == 2
     assert rows["team-b-inference"].suggested_guarantee == 5
-    assert "scaled_down" in rows["team-b-inference"].flags
-    assert "scaled_down" not in rows["team-a-training"].flags  # kept its 3
 
 
 def test_month_parsing_names_the_field():
@@ -86,7 +98,7 @@ def test_suggest_quotas_command(june_usage, cluster):
     call_command(
         "suggest_quotas", "--cluster", "demo", "--month", "2025-06", stdout=out, stderr=err
     )
-    assert re.search(r"team-a-training\s+nvidia.com/gpu\s+6/10 -> 3/4", out.getvalue())
+    assert re.search(r"team-a-training\s+nvidia.com/gpu\s+6/10 -> 2/4", out.getvalue())
     assert "2 suggestions for demo 2025-06" in err.getvalue()
     with pytest.raises(CommandError, match="--cluster: no cluster named 'nope'"):
         call_command("suggest_quotas", "--cluster", "nope")
@@ -125,26 +137,25 @@ def test_the_monthly_task_computes_last_month_for_every_cluster(june_usage, clus
 
 @pytest.mark.django_db
 def test_notes_and_the_how_are_kept_as_texts_and_read_in_the_readers_language(june_usage, cluster):
-    cluster.capacities.update(capacity=Decimal(8))
+    cluster.capacities.update(capacity=Decimal(7))
     cluster.max_cap_share = Decimal(1)
     cluster.save()
     suggestions_compute(cluster=cluster, month=JUNE, today=date(2025, 7, 1))
-    s = Suggestion.objects.get(team_namespace__name="team-b-inference")
+    s = Suggestion.objects.get(team_namespace__name="team-a-training")
     # Stored: the English wording beside the text it is rendered from again.
     stored = {note["text"]["msgid"]: note for note in s.notes}
-    scaled = next(note for msgid, note in stored.items() if "scaled down" in msgid)
-    assert "%(after)s" in scaled["text"]["msgid"] and scaled["text"]["params"]["after"] == "5"
-    assert "guarantee scaled down from 6 to 5" in scaled["message"]
-    assert s.figures["basis"]["message"].startswith("guarantee = max(80% of typical daily peak")
-    with translation.override("en"):
-        assert any("scaled down from 6 to 5" in n for n in s.localized_notes)
+    held = next(note for msgid, note in stored.items() if "by capacity" in msgid)
+    assert "%(guarantee)s" in held["text"]["msgid"] and held["text"]["params"]["guarantee"] == "1"
+    assert "guarantee held to 1 by capacity on demo" in held["message"]
+    assert s.figures["basis"]["message"].startswith("guarantee: the least expected cost")
     with translation.override("zh-hans"):
         notes = s.localized_notes
         how = s.localized_figures["basis"]
     assert len(notes) == len(s.notes)
     assert not any(re.search(r"[A-Za-z]{4,} [a-z]{3,}", n) for n in notes), notes
-    assert "6" in notes[-1] and "5" in notes[-1] and "80%" in how
-    assert not re.search(r"typical|demand", how)
+    held_at = next(i for i, n in enumerate(s.notes) if "by capacity" in n["text"]["msgid"])
+    assert "1" in notes[held_at] and "demo" in notes[held_at]
+    assert "1.25" in how and not re.search(r"expected|borrowed|demand", how)
 
 
 @pytest.mark.django_db
