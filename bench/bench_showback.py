@@ -8,6 +8,7 @@ The year of rollups is written before the usage bench's own days (bulk inserts, 
 the two never meet.
 """
 
+import random
 import time
 from datetime import date, timedelta
 
@@ -24,13 +25,46 @@ def _first_of_month(day: date) -> date:
     return day.replace(day=1)
 
 
+def make_rollups(days: int, start: date) -> int:
+    """``days`` of synthetic rollups from ``start`` for every bench namespace."""
+    from decimal import Decimal
+
+    from quotas.models import TeamNamespace
+    from usage.models import UsageDaily
+
+    rng = random.Random(1)
+    rows = []
+    for ns in TeamNamespace.objects.filter(cluster__name="bench").order_by("name"):
+        base = rng.randint(0, 6)
+        resource_id = ns.allocations.get().resource_id
+        for i in range(days):
+            peak = Decimal(base + rng.randint(0, 4))
+            rows.append(
+                UsageDaily(
+                    team_namespace=ns,
+                    resource_id=resource_id,
+                    day=start + timedelta(days=i),
+                    source="csv",
+                    samples=288,
+                    peak=peak,
+                    p95=peak,
+                    mean=peak / 2,
+                    gpu_hours=peak * 12,
+                    borrowed_gpu_hours=Decimal(0),
+                    idle_guaranteed_gpu_hours=Decimal(0),
+                    pending_peak=Decimal(rng.choice((0, 0, 1))),
+                )
+            )
+    UsageDaily.objects.bulk_create(rows, batch_size=5000)
+    return len(rows)
+
+
 def bench_showback(*, before: date, days: int) -> dict:
     """Writes ``days`` of rollups per bench namespace ending the day before ``before``, then
     times the showback of their months against the hand aggregate."""
     from django.contrib.auth.models import User
     from django.db import connection
 
-    from bench.bench_suggest import make_rollups
     from quotas.roles import ensure_role_groups
     from usage.showback import ShowbackPeriod, showback
 

@@ -43,7 +43,7 @@ def test_a_day_counts_each_demand_once_and_adds_what_waited(ns_a, gpu, cluster):
     (only,) = history[(ns_a.pk, gpu.pk)]
     assert only.day == date(2025, 6, 3)
     assert only.counts == ((2.0, 100), (3.0, 188))
-    assert only.sample_hours == pytest.approx(5 / 60)
+    assert only.sample_hours == pytest.approx(24 / 288)
 
 
 @pytest.mark.django_db
@@ -57,6 +57,7 @@ def test_one_source_a_day_the_one_with_most_samples(ns_a, gpu, cluster):
     history = demand_history_for(cluster=cluster, start=JUNE, end=date(2025, 6, 30))
     first, second = history[(ns_a.pk, gpu.pk)]
     assert first.counts == ((4.0, 288),) and first.sample_hours == pytest.approx(5 / 60)
+    # Sampled every 15 minutes: each sample a quarter hour; each day weighs one day.
     assert second.counts == ((7.0, 96),) and second.sample_hours == pytest.approx(0.25)
 
 
@@ -65,9 +66,12 @@ def test_days_are_the_portals_and_the_range_is_inclusive(ns_a, gpu, cluster):
     # 23:30 UTC on 30 June is 1 July in Shanghai (UTC+8).
     late = datetime(2025, 6, 30, 23, 30, tzinfo=UTC)
     _samples(ns_a, gpu, late, 3, 5)
-    assert [d.day for d in demand_history_for(cluster=cluster, start=JUNE, end=date(2025, 6, 30))[
-        (ns_a.pk, gpu.pk)
-    ]] == [date(2025, 6, 30)]
+    assert [
+        d.day
+        for d in demand_history_for(cluster=cluster, start=JUNE, end=date(2025, 6, 30))[
+            (ns_a.pk, gpu.pk)
+        ]
+    ] == [date(2025, 6, 30)]
     with override_settings(TIME_ZONE="Asia/Shanghai"):
         in_june = demand_history_for(cluster=cluster, start=JUNE, end=date(2025, 6, 30))
         in_july = demand_history_for(cluster=cluster, start=date(2025, 7, 1), end=date(2025, 7, 1))
@@ -89,9 +93,7 @@ def test_only_the_pairs_asked_for_and_the_clusters_own(ns_a, ns_b, gpu, cluster)
 
 
 @pytest.mark.django_db
-def test_the_monthly_suggestions_read_the_samples_not_only_the_rollups(
-    ns_a, alloc_a, gpu, cluster
-):
+def test_the_monthly_suggestions_read_the_samples_not_only_the_rollups(ns_a, alloc_a, gpu, cluster):
     # Busy at 6 GPUs two hours a day, idle otherwise: only the samples show how short the
     # bursts are (there are no rollups here at all).
     for i in range(30):
