@@ -6,34 +6,69 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('quotas', '0016_run_time_limit'),
+        ("quotas", "0016_run_time_limit"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='cluster',
-            name='suggest_blocked_price',
-            field=models.DecimalField(decimal_places=3, default=Decimal('4'), help_text='What a unit-hour of demand above the cap (cannot run) costs the suggestions.', max_digits=8, validators=[django.core.validators.MinValueValidator(Decimal('0.001'))], verbose_name='price of a blocked unit-hour'),
+            model_name="cluster",
+            name="suggest_blocked_price",
+            field=models.DecimalField(
+                decimal_places=3,
+                default=Decimal("4"),
+                help_text="What a unit-hour of demand above the cap (cannot run) costs the suggestions.",
+                max_digits=8,
+                validators=[django.core.validators.MinValueValidator(Decimal("0.001"))],
+                verbose_name="price of a blocked unit-hour",
+            ),
         ),
         migrations.AddField(
-            model_name='cluster',
-            name='suggest_borrowed_price',
-            field=models.DecimalField(decimal_places=3, default=Decimal('0.5'), help_text='What a unit-hour of demand above the guarantee (borrowed, may be reclaimed) costs the suggestions, for training and dev namespaces.', max_digits=8, validators=[django.core.validators.MinValueValidator(Decimal('0.001'))], verbose_name='price of a borrowed unit-hour'),
+            model_name="cluster",
+            name="suggest_borrowed_price",
+            field=models.DecimalField(
+                decimal_places=3,
+                default=Decimal("0.5"),
+                help_text="What a unit-hour of demand above the guarantee (borrowed, may be reclaimed) costs the suggestions, for training and dev namespaces.",
+                max_digits=8,
+                validators=[django.core.validators.MinValueValidator(Decimal("0.001"))],
+                verbose_name="price of a borrowed unit-hour",
+            ),
         ),
         migrations.AddField(
-            model_name='cluster',
-            name='suggest_idle_price',
-            field=models.DecimalField(decimal_places=3, default=Decimal('1'), help_text='What a guaranteed unit-hour nothing runs on costs the suggestions.', max_digits=8, validators=[django.core.validators.MinValueValidator(Decimal('0.001'))], verbose_name='price of an idle guaranteed unit-hour'),
+            model_name="cluster",
+            name="suggest_idle_price",
+            field=models.DecimalField(
+                decimal_places=3,
+                default=Decimal("1"),
+                help_text="What a guaranteed unit-hour nothing runs on costs the suggestions.",
+                max_digits=8,
+                validators=[django.core.validators.MinValueValidator(Decimal("0.001"))],
+                verbose_name="price of an idle guaranteed unit-hour",
+            ),
         ),
         migrations.AddField(
-            model_name='cluster',
-            name='suggest_inference_borrowed_price',
-            field=models.DecimalField(decimal_places=3, default=Decimal('2'), help_text='The same for inference namespaces: a reclaimed server drops live traffic.', max_digits=8, validators=[django.core.validators.MinValueValidator(Decimal('0.001'))], verbose_name='price of a borrowed inference unit-hour'),
+            model_name="cluster",
+            name="suggest_inference_borrowed_price",
+            field=models.DecimalField(
+                decimal_places=3,
+                default=Decimal("2"),
+                help_text="The same for inference namespaces: a reclaimed server drops live traffic.",
+                max_digits=8,
+                validators=[django.core.validators.MinValueValidator(Decimal("0.001"))],
+                verbose_name="price of a borrowed inference unit-hour",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='cluster',
-            constraint=models.CheckConstraint(condition=models.Q(('suggest_idle_price__gt', 0), ('suggest_borrowed_price__gt', 0), ('suggest_inference_borrowed_price__gt', 0), ('suggest_blocked_price__gt', 0)), name='cluster_suggest_prices_positive'),
+            model_name="cluster",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("suggest_idle_price__gt", 0),
+                    ("suggest_borrowed_price__gt", 0),
+                    ("suggest_inference_borrowed_price__gt", 0),
+                    ("suggest_blocked_price__gt", 0),
+                ),
+                name="cluster_suggest_prices_positive",
+            ),
         ),
     ]
