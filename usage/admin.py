@@ -1,9 +1,16 @@
-"""Django admin of usage: samples, rollups and suggestions are read-only (the collectors, the
-rollup, the monthly job and suggest_quotas write them); a cluster's Prometheus is edited."""
+"""Django admin of usage: samples, rollups, suggestions and their backtest are read-only (the
+collectors, the rollup, the monthly job, suggest_quotas and evaluate_suggestions write them); a
+cluster's Prometheus is edited."""
 
 from django.contrib import admin
 
-from usage.models import PrometheusSource, Suggestion, UsageDaily, UsageSample
+from usage.models import (
+    PrometheusSource,
+    Suggestion,
+    SuggestionBacktest,
+    UsageDaily,
+    UsageSample,
+)
 
 
 class _ReadOnly(admin.ModelAdmin):
@@ -98,3 +105,28 @@ class SuggestionAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+@admin.register(SuggestionBacktest)
+class SuggestionBacktestAdmin(_ReadOnly):
+    """Written by the monthly job and evaluate_suggestions --cluster only."""
+
+    list_display = [
+        "month",
+        "cluster",
+        "resource",
+        "policy",
+        "namespaces",
+        "demand",
+        "covered",
+        "borrowed",
+        "blocked",
+        "idle",
+        "guaranteed",
+        "cost",
+        "computed_at",
+    ]
+    list_filter = ["cluster", "resource", "policy", "month"]
+    list_select_related = ["cluster", "resource"]
+    readonly_fields = [f.name for f in SuggestionBacktest._meta.fields]
+    date_hierarchy = "month"

@@ -1,11 +1,18 @@
 """The filters of the usage and suggestion lists, shared by the pages and the API (the rules of
 quotas.filtersets: names, not ids; a malformed value is an error naming the parameter)."""
 
-import django_filters  # noqa: F401
+import django_filters
 
-from common.filtersets import PortalFilterSet, period_form
-from quotas.filtersets import DayFilter, MonthFilter, cluster_filter, name_filter, team_filter
-from usage.models import Suggestion, UsageDaily
+from common.filtersets import PortalFilterSet, one_of, period_form
+from quotas.filtersets import (
+    DayFilter,
+    MonthFilter,
+    cluster_filter,
+    name_filter,
+    resource_filter,
+    team_filter,
+)
+from usage.models import Suggestion, SuggestionBacktest, UsageDaily
 
 
 class SuggestionFilterSet(PortalFilterSet):
@@ -18,6 +25,23 @@ class SuggestionFilterSet(PortalFilterSet):
     class Meta:
         model = Suggestion
         fields = ["cluster", "team", "month"]
+
+
+class SuggestionBacktestFilterSet(PortalFilterSet):
+    """How the suggestions did: ?cluster=&resource=&month=YYYY-MM&policy=, all optional."""
+
+    cluster = cluster_filter("cluster")
+    resource = resource_filter("resource")
+    month = MonthFilter(field_name="month", help_text="Month scored, as YYYY-MM.")
+    policy = django_filters.ChoiceFilter(
+        choices=SuggestionBacktest.Policy.choices,
+        help_text="suggested (this method), equal_split, seed_rule or hindsight.",
+        error_messages=one_of(SuggestionBacktest.Policy.choices),
+    )
+
+    class Meta:
+        model = SuggestionBacktest
+        fields = ["cluster", "resource", "month", "policy"]
 
 
 USAGE_MAX_DAYS = 400

@@ -1,13 +1,15 @@
-"""Celery tasks of usage: reading usage, rolling it up, and the monthly suggestions.
+"""Celery tasks of usage: reading usage, rolling it up, the monthly suggestions and their
+backtest.
 
-Their names keep the ``quotas.`` prefix they had when the quotas app held usage: the beat
-schedule's rows and messages already queued name them so."""
+The older ones keep the ``quotas.`` prefix they had when the quotas app held usage: the beat
+schedule's rows and messages already queued name them so. Newer ones are named ``usage.``."""
 
 from celery import shared_task
 from django.utils import timezone
 
 from common.dates import parse_month
 from quotas.models import Cluster
+from usage.backtest import backtest_compute
 from usage.collect import usage_collect
 from usage.rollup import usage_rollup_recent
 from usage.suggestions import previous_month, suggestions_compute
@@ -42,10 +44,12 @@ def rollup_usage() -> int:
 
 @shared_task(name="quotas.compute_suggestions", ignore_result=True)
 def compute_suggestions() -> list[int]:
-    """Monthly: one suggestion run per cluster for last month's usage."""
+    """Monthly: one suggestion run per cluster for last month's usage, and one backtest per
+    cluster of last month (how the suggestions from the month before did)."""
     ids = list(Cluster.objects.values_list("id", flat=True))
     for cluster_id in ids:
         compute_cluster_suggestions.delay(cluster_id)
+        compute_cluster_backtest.delay(cluster_id)
     return ids
 
 
@@ -58,3 +62,14 @@ def compute_cluster_suggestions(cluster_id: int, month: str | None = None) -> in
         return 0
     when = parse_month(month) if month else previous_month(timezone.localdate())
     return suggestions_compute(cluster=cluster, month=when)
+
+
+@shared_task(name="usage.compute_cluster_backtest", ignore_result=True, acks_late=True)
+def compute_cluster_backtest(cluster_id: int, month: str | None = None) -> int:
+    """The backtest of one cluster for ``month`` (YYYY-MM; default last month): suggested from
+    the month before, scored on it. An upsert: running it twice stores the same rows."""
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is None:
+        return 0
+    when = parse_month(month) if month else previous_month(timezone.localdate())
+    return backtest_compute(cluster=cluster, month=when)

@@ -2,6 +2,8 @@
 its button: POST /requests/from-suggestion/<id>/ turns a suggestion into a draft or a submitted
 request, then shows that request (or the one made from it already)."""
 
+from decimal import Decimal
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -21,10 +23,12 @@ from approvals.suggestions import (
 )
 from approvals.views.form import policy_text
 from approvals.whatif import lines_what_if
+from common.amounts import format_amount
 from common.errors import ApplicationError, PermissionDenied
 from quotas.models import Allocation, Cluster
 from quotas.selectors import teams_requestable_by, teams_visible_to
 from usage.filtersets import SuggestionFilterSet
+from usage.models import SuggestionBacktest
 from usage.suggest import (
     FLAG_BELOW_FLOOR,
     FLAG_GROWING,
@@ -36,7 +40,7 @@ from usage.suggest import (
     FLAG_SHARE,
     FLAG_THIN,
 )
-from usage.suggestion_selectors import suggestions_list, suggestions_visible_to
+from usage.suggestion_selectors import backtests_recent, suggestions_list, suggestions_visible_to
 from usage.units import hour_labels
 
 
@@ -58,9 +62,11 @@ def suggestion_list(request: HttpRequest) -> HttpResponse:
         }
         for s in page
     ]
+    cluster = filters.form.cleaned_data.get("cluster") if not errors else None
     context = {
         "rows": rows,
         "page": page,
+        "backtests": backtest_panels(user, cluster=cluster),
         "clusters": Cluster.objects.order_by("name"),
         "teams": teams_visible_to(user).order_by("slug"),
         "selected": {k: request.GET.get(k, "") for k in ("cluster", "team", "month")},
@@ -70,11 +76,91 @@ def suggestion_list(request: HttpRequest) -> HttpResponse:
     return render(request, "approvals/suggestions.html", context, status=400 if errors else 200)
 
 
+BACKTEST_MONTHS = 6
+TENTH = Decimal("0.1")
+_SUMMED = ("demand", "covered", "borrowed", "blocked", "idle", "guaranteed", "cost")
+
+
+def _tenth(value: Decimal) -> str:
+    return format_amount(value.quantize(TENTH))
+
+
+def _percent(part: Decimal, whole: Decimal) -> str:
+    return _tenth(part * 100 / whole) + "%" if whole else "—"
+
+
+def _backtest_cells(policy: str, f: dict[str, Decimal]) -> dict:
+    """One policy's line of a panel, its cells formatted once here (``f``: the unit-hours and
+    cost of one month, or of several summed)."""
+    return {
+        "policy": policy,
+        "name": SuggestionBacktest.Policy(policy).label,
+        "idle": _tenth(f["idle"]),
+        "idle_share": _percent(f["idle"], f["guaranteed"]),
+        "covered": _tenth(f["covered"]),
+        "covered_share": _percent(f["covered"], f["demand"]),
+        "blocked": _tenth(f["blocked"]),
+        "blocked_share": _percent(f["blocked"], f["demand"]),
+        "cost": _tenth(f["cost"]),
+    }
+
+
+def backtest_panels(user, *, cluster=None) -> list[dict]:
+    """The "How suggestions did" panels: per cluster the user may see (or ``cluster``) and
+    resource, the last BACKTEST_MONTHS months backtested, newest first, each policy's idle
+    guaranteed hours, demand covered by guarantee and blocked by caps, and cost; and the same
+    over those months together. One query (usage.suggestion_selectors.backtests_recent)."""
+    panels: dict[str, dict] = {}
+    for row in backtests_recent(user, cluster=cluster, months=BACKTEST_MONTHS):
+        panel = panels.setdefault(row.cluster.name, {"cluster": row.cluster.name, "by": {}})
+        resource = panel["by"].get(row.resource_id)
+        if resource is None:
+            words = hour_labels(kind=row.resource.kind, unit=row.resource.unit)
+            resource = panel["by"][row.resource_id] = {
+                "resource": row.resource.name,
+                "hours_label": words.hours,
+                "idle_label": words.idle,
+                "prices": row.prices,  # the newest month's: rows come newest first
+                "months": {},
+                "sums": {},
+            }
+        month = resource["months"].setdefault(
+            row.month,
+            {
+                "month": f"{row.month:%Y-%m}",
+                "demand": _tenth(row.demand),
+                "namespaces": row.namespaces,
+                "lines": [],
+            },
+        )
+        figures = {name: getattr(row, name) for name in _SUMMED}
+        month["lines"].append(_backtest_cells(row.policy, figures))
+        sums = resource["sums"].setdefault(row.policy, dict.fromkeys(_SUMMED, Decimal(0)))
+        for name in _SUMMED:
+            sums[name] += figures[name]
+    out = []
+    for panel in panels.values():
+        resources = []
+        for resource in panel["by"].values():
+            months = list(resource.pop("months").values())
+            sums = resource.pop("sums")
+            resources.append(
+                {
+                    **resource,
+                    "months": months,
+                    "together": [_backtest_cells(p, sums[p]) for p in sums],
+                    "together_demand": _tenth(next(iter(sums.values()))["demand"]),
+                }
+            )
+        out.append({"cluster": panel["cluster"], "resources": resources})
+    return out
+
+
 # A suggestion's flags (usage/suggest.py) in words a lead reads.
 FLAG_WORDS = {
     FLAG_IDLE: gettext_lazy("guarantee mostly idle"),
     FLAG_LOW_UTILIZATION: gettext_lazy("GPUs held but little used"),
-    FLAG_SCALED: gettext_lazy("scaled down to fit the cluster"),
+    FLAG_SCALED: gettext_lazy("held down by the cluster's capacity"),
     FLAG_SHARE: gettext_lazy("cap held at the cluster's share"),
     FLAG_BELOW_FLOOR: gettext_lazy("guarantee below 80% of the typical daily peak"),
     FLAG_GROWING: gettext_lazy("usage growing"),
@@ -103,6 +189,15 @@ FIGURE_LABELS = [
     ("pending_wait_mean_seconds", gettext_lazy("mean pending wait (s)")),
     ("evictions", gettext_lazy("evicted pods")),
     ("unscaled_guarantee", gettext_lazy("guarantee before scaling")),
+    ("busy_days", gettext_lazy("days with demand")),
+    ("trend_per_week", gettext_lazy("trend per week (daily mean demand)")),
+    ("trend_r2", gettext_lazy("how well the trend fits (R²)")),
+    ("forecast_peak", gettext_lazy("highest forecast demand next month")),
+    ("expected_covered_share", gettext_lazy("forecast demand covered by the guarantee %")),
+    ("expected_idle_share", gettext_lazy("forecast guarantee idle %")),
+    ("expected_blocked_share", gettext_lazy("forecast demand above the cap %")),
+    ("expected_cost", gettext_lazy("expected cost next month")),
+    ("prices", gettext_lazy("prices")),
     ("basis", gettext_lazy("how")),
 ]
 

@@ -46,7 +46,13 @@ from quotas.models import (
     TeamMembership,
     TeamNamespace,
 )
-from usage.models import PrometheusSource, Suggestion, UsageDaily, UsageSample
+from usage.models import (
+    PrometheusSource,
+    Suggestion,
+    SuggestionBacktest,
+    UsageDaily,
+    UsageSample,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -159,6 +165,21 @@ def _grow(i: int) -> None:
         suggested_guarantee=Decimal(1),
         suggested_cap=Decimal(2),
         confidence=Suggestion.Confidence.HIGH,
+        computed_at=now,
+    )
+    SuggestionBacktest.objects.create(
+        cluster=cluster,
+        resource=resource,
+        month=date(2026, 1, 1),
+        policy=SuggestionBacktest.Policy.SUGGESTED,
+        namespaces=1,
+        demand=Decimal(10),
+        covered=Decimal(8),
+        borrowed=Decimal(2),
+        blocked=Decimal(0),
+        idle=Decimal(1),
+        guaranteed=Decimal(9),
+        cost=Decimal(2),
         computed_at=now,
     )
 

@@ -62,6 +62,8 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("api-audit-events", "GET"): OVERVIEW,
     ("api-suggestions", "GET"): EVERYONE,
     ("api-suggestion", "GET"): TEAM_A,
+    # How the suggestions did: every signed-in user, each the clusters of their teams.
+    ("api-suggestion-backtests", "GET"): EVERYONE,
     ("api-usage-canary", "GET"): EVERYONE,
     ("api-usage-daily", "GET"): EVERYONE,
     ("api-budgets", "GET"): EVERYONE,

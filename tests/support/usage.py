@@ -1,10 +1,14 @@
-"""A month of usage rollups for the plan's namespaces, and the suggestions computed from them."""
+"""A month of usage rollups for the plan's namespaces, and the suggestions computed from them;
+two months of hourly samples for the backtest."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
-from usage.models import UsageDaily
+from quotas.models import TeamNamespace
+from usage.models import UsageDaily, UsageSample
+from usage.rollup import usage_rollup
 from usage.suggest import Period
 from usage.suggestions import suggestions_compute
 
@@ -83,3 +87,50 @@ def days(period: Period, n: int | None = None, **figures) -> list[Day]:
         )
         for i in range(count)
     ]
+
+
+# --- hourly samples of two months, for the backtest (usage/backtest.py) ------------------
+
+MAY = date(2025, 5, 1)
+JULY = date(2025, 7, 1)
+
+
+def hourly_samples(
+    ns: TeamNamespace, resource, start: date, end: date, demand: Callable[[datetime], int]
+) -> None:
+    """A sample an hour from ``start`` to the day before ``end`` (UTC, the tests' time zone),
+    its demand ``demand(timestamp)`` GPUs (allocated; nothing pending); then the rollups."""
+    t = datetime(start.year, start.month, start.day, tzinfo=UTC)
+    stop = datetime(end.year, end.month, end.day, tzinfo=UTC)
+    rows = []
+    while t < stop:
+        rows.append(
+            UsageSample(
+                team_namespace=ns,
+                resource=resource,
+                timestamp=t,
+                allocated=Decimal(demand(t)),
+                pending=Decimal(0),
+                source="cluster",
+            )
+        )
+        t += timedelta(hours=1)
+    UsageSample.objects.bulk_create(rows, batch_size=2000)
+    usage_rollup(start=start, end=end - timedelta(days=1), cluster_id=ns.cluster_id)
+
+
+def flat(level: int) -> Callable[[datetime], int]:
+    return lambda t: level
+
+
+def bursty(level: int, hours: int) -> Callable[[datetime], int]:
+    """``level`` the first ``hours`` hours of every day, else nothing."""
+    return lambda t: level if t.hour < hours else 0
+
+
+def backtest_months_create(alloc_a, alloc_b, gpu) -> date:
+    """May and June 2025: team-a-training steady at 3 GPUs, team-b-inference at 8 GPUs six
+    hours a day and idle the rest (16 GPUs, caps at most 8). Returns June, the month scored."""
+    hourly_samples(alloc_a.team_namespace, gpu, MAY, JULY, flat(3))
+    hourly_samples(alloc_b.team_namespace, gpu, MAY, JULY, bursty(8, 6))
+    return JUNE
