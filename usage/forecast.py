@@ -31,7 +31,9 @@ the namespace whose next unit saves the most while one still saves and capacity 
 is optimal for a sum of convex costs under one budget, not a proportional cut.
 
 **The cap** leaves the upper tail room: the highest forecast demand × 1.25, never below the
-guarantee, within the cluster's share rule (the caller applies it).
+guarantee nor below the month's own highest demand (a cap costs nothing until demand meets it,
+and a trend that turns down is no reason to block what ran last month), within the cluster's
+share rule (the caller applies both).
 """
 
 from __future__ import annotations

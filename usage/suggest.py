@@ -11,8 +11,9 @@ How a cluster's suggestions are made (the model is in ``usage/forecast.py``):
 - **Forecast**: next month's demand (allocated + pending at each sample) is the month's last
   four weeks, moved four weeks along the month's trend where a trend explains the days.
 - **Cap** = the highest forecast demand × 1.25 (at least what keeps 99.5% of the forecast
-  demand within it), rounded up, within the cluster's max share of capacity. A namespace with
-  nothing forecast keeps its cap, for borrowing when its work returns.
+  demand within it, and never below the month's own highest demand), rounded up, within the
+  cluster's max share of capacity. A namespace with nothing forecast keeps its cap, for
+  borrowing when its work returns.
 - **Guarantees**, per resource, all together: each unit of guarantee is priced by what it
   would leave idle (the cluster's idle price per unit-hour) against the borrowing it would save
   (the borrowed price, dearer for inference); the next unit goes to the namespace where it
@@ -34,7 +35,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import date
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Protocol
@@ -422,10 +423,13 @@ def _prepare(
     step = _step(item, capacity)
     if fc.distribution.peak > 0:
         cap = Decimal(str(suggest_cap(fc.distribution, step=float(step))))
-        cap = round_up(cap, whole=whole)
+        # Never below what the month itself needed: a trend that turns down is no reason to
+        # block what ran (on the trace a cap below it blocked 2% of the next weeks' demand).
+        cap = max(round_up(cap, whole=whole), round_up(demand_max, whole=whole))
     else:
-        # Nothing forecast (unused, or stopped): the cap stays, for borrowing when work returns.
-        cap = item.current_cap
+        # Nothing forecast (unused, or stopped): the cap stays, and holds what the month needed,
+        # for borrowing when work returns.
+        cap = max(item.current_cap, round_up(demand_max, whole=whole))
         notes.append(
             Text.of(
                 gettext_noop(
@@ -461,17 +465,20 @@ def _prepare(
     return prepared
 
 
-def _step(item: AllocationUsage, capacity: Decimal | None) -> Decimal:
-    """The unit guarantees are chosen in: one whole unit, or for large amounts (MiB of vGPU
-    memory, cores, GiB) a power of ten giving at most about a thousand steps of capacity."""
-    scale = capacity if capacity is not None else max(item.current_cap, Decimal(1))
-    if item.whole_units and scale <= 4000:
+def guarantee_step(scale: Decimal, *, whole: bool) -> Decimal:
+    """The unit guarantees are chosen in for a resource of ``scale`` (its capacity): one whole
+    unit, or for large amounts (MiB of vGPU memory, cores, GiB) a power of ten giving at most
+    about a thousand steps of it."""
+    if whole and scale <= 4000:
         return Decimal(1)
     exponent = math.floor(math.log10(max(float(scale), 1e-3) / 1000))
     step = Decimal(10) ** exponent
-    if item.whole_units:
-        return max(step, Decimal(1))
-    return max(step, AMOUNT_PLACES)
+    return max(step, Decimal(1) if whole else AMOUNT_PLACES)
+
+
+def _step(item: AllocationUsage, capacity: Decimal | None) -> Decimal:
+    scale = capacity if capacity is not None else max(item.current_cap, Decimal(1))
+    return guarantee_step(scale, whole=item.whole_units)
 
 
 def _amount(value: float, *, places: Decimal = AMOUNT_PLACES) -> Decimal:
@@ -701,76 +708,6 @@ def suggest_allocation(
 
 # --------------------------------------------------------------------------------------------
 # A whole cluster
-
-
-def scale_guarantees(
-    proposals: Sequence[Proposal], *, capacity: Decimal, cluster: str = ""
-) -> list[Proposal]:
-    """Guarantees of one cluster and resource, scaled down to fit ``capacity`` when their sum
-    exceeds it: each is multiplied by capacity / sum (the same share for everybody), rounded
-    down, and the units left over go one each to the largest remainders (ties: the larger
-    guarantee, then the namespace name). Order is kept."""
-    total = sum((p.guarantee for p in proposals), ZERO)
-    if total <= capacity or total == 0:
-        return list(proposals)
-    factor = capacity / total
-    raw = [p.guarantee * factor for p in proposals]
-    scaled = [round_down(r, whole=p.whole_units) for r, p in zip(raw, proposals, strict=True)]
-    if all(p.whole_units for p in proposals):
-        left = int(round_down(capacity, whole=True) - sum(scaled, ZERO))
-        order = sorted(
-            range(len(proposals)),
-            key=lambda i: (-(raw[i] - scaled[i]), -proposals[i].guarantee, proposals[i].namespace),
-        )
-        for i in order[: max(left, 0)]:
-            scaled[i] += 1
-    out = []
-    for proposal, new in zip(proposals, scaled, strict=True):
-        if new == proposal.guarantee:
-            out.append(proposal)
-            continue
-        params = {
-            "before": format_amount(proposal.guarantee),
-            "after": format_amount(new),
-            "total": format_amount(total),
-            "resource": proposal.resource,
-            "capacity": format_amount(capacity),
-            "factor": _ratio(factor),
-        }
-        if cluster:
-            note = Text.of(
-                gettext_noop(
-                    "guarantee scaled down from %(before)s to %(after)s: suggested guarantees "
-                    "on %(cluster)s sum to %(total)s %(resource)s, above capacity %(capacity)s; "
-                    "each scaled by %(capacity)s/%(total)s (×%(factor)s) and rounded by largest "
-                    "remainder"
-                ),
-                cluster=cluster,
-                **params,
-            )
-        else:
-            note = Text.of(
-                gettext_noop(
-                    "guarantee scaled down from %(before)s to %(after)s: suggested guarantees "
-                    "sum to %(total)s %(resource)s, above capacity %(capacity)s; each scaled by "
-                    "%(capacity)s/%(total)s (×%(factor)s) and rounded by largest remainder"
-                ),
-                **params,
-            )
-        flags = [*proposal.flags, FLAG_SCALED]
-        if new < proposal.floor and FLAG_BELOW_FLOOR not in flags:
-            flags.append(FLAG_BELOW_FLOOR)
-        figures = {**proposal.figures, "unscaled_guarantee": format_amount(proposal.guarantee)}
-        out.append(
-            replace(
-                proposal,
-                guarantee=new,
-                notes=(*proposal.notes, note),
-                flags=tuple(flags),
-                figures=figures,
-            )
-        )
-    return out
 
 
 def suggest_cluster(

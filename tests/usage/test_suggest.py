@@ -29,7 +29,6 @@ from usage.suggest import (
     TYPICAL_PEAK_PERCENTILE,
     AllocationUsage,
     Period,
-    scale_guarantees,
     suggest_allocation,
     suggest_cluster,
 )
@@ -205,15 +204,6 @@ def test_cpu_amounts_are_chosen_in_steps_not_whole_units():
     assert p.guarantee == D("2.5") and p.cap == D("3.13")
 
 
-def test_proportional_scaling_stays_for_the_baselines():
-    from usage.suggest import Proposal
-
-    fits = [Proposal(ns, GPU, D(0), D(0), D(3), D(3), "high") for ns in ("x", "y", "z")]
-    scaled = scale_guarantees(fits, capacity=D(7))
-    # 3 x 7/9 = 2.333 each: 2, 2, 2 and one left over for the first by name
-    assert [p.guarantee for p in scaled] == [3, 2, 2]
-
-
 def test_the_typical_peak_is_the_one_the_rules_warn_about():
     assert TYPICAL_PEAK_PERCENTILE == selectors.TYPICAL_PEAK_PERCENTILE
 
@@ -269,3 +259,13 @@ def test_a_suggestion_says_what_it_rests_on_in_words(wc):
     assert "% of last month's demand would have been covered and " in first
     assert str(p.figures["basis"]).startswith("guarantee: the least expected cost next month")
     assert "per unit-hour: idle guaranteed 1, borrowed" in str(p.figures["prices"])
+
+
+def test_a_falling_namespace_keeps_a_cap_for_what_it_ran_last_month():
+    falling = month(lambda i, k: max(10 - i // 3, 1))
+    p = alone(usage(falling, g=8, c=8), capacity=D(64))
+    assert p.figures["trend_applied"] is True and FLAG_GROWING not in p.flags
+    # The forecast falls below 10, the cap does not: it costs nothing until demand meets it.
+    assert float(p.figures["forecast_peak"]) < 10
+    assert p.cap == 10
+    assert p.guarantee < 8
