@@ -148,6 +148,9 @@ class Command(BaseCommand):
         if not options["no_seed"]:
             # Its logins are in the summary at the end.
             call_command("seed_demo", stdout=io.StringIO())
+            # The first start gives cluster demo its usage history (the repository's trace):
+            # charts, canary metrics, suggestions and their backtest from the first visit.
+            self._demo_history()
 
         env = os.environ.copy()
         env.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
@@ -163,6 +166,21 @@ class Command(BaseCommand):
         finally:
             if control_plane is not None:
                 control_plane.stop()
+
+    def _demo_history(self) -> None:
+        from django.utils import timezone
+
+        from quotas.models import Cluster
+        from usage.demo_history import demo_history_import
+
+        demo = Cluster.objects.filter(name="demo").first()
+        history = demo and demo_history_import(cluster=demo, today=timezone.localdate())
+        if history:
+            self._notes.append(
+                f"Usage history of cluster demo: the repository's GPU trace, {history.start} "
+                f"to {history.end} ({history.samples:,} samples); last month's suggestions "
+                "and their backtest are on /suggestions/."
+            )
 
     def _run(self, options, env, var_dir, tls_dir, bind, control_plane) -> None:
         python = sys.executable
