@@ -162,6 +162,8 @@ def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
     _start_up_ends_with_one_summary(output)
     assert "admin, admin2" in output  # the demo logins are printed
     assert token not in output  # but never the token
+    # The first start gave cluster demo its usage history, and says so once.
+    assert output.count("Usage history of cluster demo: the repository's GPU trace") == 1
     assert (
         f"cluster demo: https://127.0.0.1:{sandbox_port} (token required; kubeconfig {kubeconfig})"
         in output
