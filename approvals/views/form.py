@@ -10,6 +10,7 @@ shown while typing are those a submit would meet. The script only places them; w
 
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -42,7 +43,7 @@ from approvals.selectors import (
 )
 from approvals.validation import findings_json
 from approvals.whatif import lines_what_if
-from common.amounts import format_amount
+from common.amounts import format_amount, is_plain_amount
 from common.errors import ApplicationError
 from quotas.models import Allocation, ClusterCapacity, Resource, Team, TeamNamespace
 from quotas.selectors import teams_requestable_by
@@ -564,10 +565,44 @@ def request_new(request: HttpRequest) -> HttpResponse:
         if not initial and len(only := list(teams.order_by("pk")[:2])) == 1:
             initial["team"] = only[0].pk  # the one team the user may request for: chosen
         form = RequestForm(teams=teams, initial=initial)
-        return _render_form(request, form=form, formset=line_formset(teams), teams=teams)
+        lines = _prefilled_line(request, teams)
+        formset = line_formset(teams, initial=lines, extra=3 - len(lines))
+        return _render_form(request, form=form, formset=formset, teams=teams)
     if request.POST.get("action") == "check":
         return _checked_page(request, teams=teams)
     return _save(request, teams=teams)
+
+
+def _prefilled_line(request: HttpRequest, teams) -> list[dict]:
+    """A first line filled in from the query (``namespace``, ``resource``, ``guarantee``,
+    ``cap``: a fix a page offers, such as a cap brought within the cluster's share): only a
+    namespace of a team the user may ask for and an allocation it has; anything else is
+    ignored, and nothing is asked until the user sends the form."""
+    ns_id, resource_id = request.GET.get("namespace", ""), request.GET.get("resource", "")
+    if not (ns_id.isdigit() and resource_id.isdigit()):
+        return []
+    allocation = Allocation.objects.filter(
+        team_namespace_id=int(ns_id), resource_id=int(resource_id), team_namespace__team__in=teams
+    ).first()
+    if allocation is None:
+        return []
+    line = {
+        "team_namespace": allocation.team_namespace_id,
+        "resource": allocation.resource_id,
+        "guarantee": format_amount(allocation.guarantee),
+        "cap": format_amount(allocation.cap),
+        "per_pod_max": "",
+        "priority_classes": list(allocation.priority_classes),
+    }
+    for field_name in ("guarantee", "cap"):
+        value = request.GET.get(field_name, "")
+        if is_plain_amount(value):
+            line[field_name] = value
+    if allocation.per_pod_max is not None:
+        # A per-pod max above the new cap would break its own rule: it comes down with it.
+        cap = Decimal(line["cap"])
+        line["per_pod_max"] = format_amount(min(allocation.per_pod_max, cap))
+    return [line]
 
 
 def _edit_refusal(user, draft: QuotaRequest) -> tuple[str, int] | None:

@@ -8,6 +8,8 @@ fixed number of queries, however many clusters, teams or allocations there are.
 """
 
 from collections import defaultdict
+from decimal import ROUND_FLOOR
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -33,9 +35,64 @@ from overview.selectors import (
 )
 from quotas.kube.status import cluster_sync_status, open_sync_requests, recent_drift
 from quotas.mig_display import layout_cells
-from quotas.models import Cluster, ClusterCapacity, Team
+from quotas.models import Allocation, Cluster, ClusterCapacity, Team
 from quotas.roles import sees_everything
-from quotas.selectors import mig_layouts, plan_findings_of, top_priority_use
+from quotas.rules import RULE_CAP_LE_SHARE, Finding
+from quotas.selectors import (
+    mig_layouts,
+    plan_findings_of,
+    teams_requestable_by,
+    top_priority_use,
+)
+
+
+def finding_rows(user, findings: list[Finding], capacities: list[ClusterCapacity]) -> list[dict]:
+    """Each finding of the plan, with why its rule matters and, for a cap above the cluster's
+    share, a request form already holding the cap within it for whoever may ask for that
+    team (one query for the allocations concerned, one for the teams the user may ask for)."""
+    over_share = [f for f in findings if f.rule == RULE_CAP_LE_SHARE and f.namespace]
+    allocations = {}
+    if over_share:
+        rows = Allocation.objects.filter(
+            team_namespace__cluster__name__in={f.cluster for f in over_share},
+            team_namespace__name__in={f.namespace for f in over_share},
+            resource__name__in={f.resource for f in over_share},
+        ).select_related("team_namespace__cluster", "resource")
+        allocations = {
+            (a.team_namespace.cluster.name, a.team_namespace.name, a.resource.name): a for a in rows
+        }
+    requestable = (
+        set(teams_requestable_by(user).values_list("pk", flat=True)) if over_share else set()
+    )
+    capacity = {(c.cluster_id, c.resource_id): c.capacity for c in capacities}
+    out = []
+    for f in findings:
+        row = {"finding": f, "why": None, "fix_url": None, "fix_label": None}
+        if f.rule == RULE_CAP_LE_SHARE:
+            row["why"] = _(
+                "Why it matters: a cap above the cluster's share lets one namespace hold more "
+                "than that share of the cluster whenever the others are idle, and the others "
+                "wait while it gives it back."
+            )
+        a = allocations.get((f.cluster, f.namespace, f.resource))
+        if a is not None and a.team_namespace.team_id in requestable:
+            cluster = a.team_namespace.cluster
+            total = capacity.get((cluster.pk, a.resource_id))
+            if total:
+                within = cluster.effective_max_cap_share * total
+                if a.resource.whole_units:
+                    within = within.to_integral_value(rounding=ROUND_FLOOR)
+                values = {
+                    "team": a.team_namespace.team_id,
+                    "namespace": a.team_namespace_id,
+                    "resource": a.resource_id,
+                    "guarantee": format_amount(min(a.guarantee, within)),
+                    "cap": format_amount(within),
+                }
+                row["fix_url"] = f"{reverse('requests-new')}?{urlencode(values)}"
+                row["fix_label"] = _("Ask for cap %(cap)s instead") % {"cap": values["cap"]}
+        out.append(row)
+    return out
 
 
 def _capacity_chart(block: ClusterLines, index: int, line, colours: dict[str, str]) -> dict:
@@ -127,8 +184,10 @@ def _cluster_context(request: HttpRequest, clusters: QuerySet[Cluster]) -> dict:
         user=user, clusters=cluster_list, capacities=capacities, others_label=_("Other teams")
     )
     findings = defaultdict(list)
-    for finding in findings_visible_to(user, plan_findings_of(cluster_list, capacities)):
-        findings[finding.cluster].append(finding)
+    for row in finding_rows(
+        user, findings_visible_to(user, plan_findings_of(cluster_list, capacities)), capacities
+    ):
+        findings[row["finding"].cluster].append(row)
     top_priority = top_priority_use(cluster_list, capacities)
     blocks, chart_data = [], []
     colours = team_colours(Team.objects.values_list("slug", flat=True))

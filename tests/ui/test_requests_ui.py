@@ -267,3 +267,25 @@ def test_the_check_button_shows_admins_the_clusters_dry_run(
     assert page.url.endswith("/requests/new/")
     page.screenshot(path=str(artifacts / "request-check-dry-run.png"), full_page=True)
     assert not QuotaRequest.objects.exists()
+
+
+def test_the_overviews_fix_of_a_cap_above_the_share_becomes_a_request_within_it(
+    open_session, artifacts, plan, lead_a, admin, gpu, strict_policy
+):
+    """The seed's own example breaks the 50% rule (team A 6/10 on 16 GPUs): the overview
+    offers the cap within it, and that form, sent as it opens, asks for exactly that."""
+    lead = open_session("lead-a")
+    lead.goto("/clusters/")
+    expect(lead.locator("[data-testid=finding-why]").first).to_contain_text("others are idle")
+    lead.click("[data-testid=finding-fix]")
+    row = lead.locator("[data-testid=line-0]")
+    # The page's script leaves the offered values as they came.
+    expect(row.locator("input[name=lines-0-cap]")).to_have_value("8")
+    expect(row.locator("input[name=lines-0-guarantee]")).to_have_value("6")
+    lead.fill("#id_justification", "bring team A's cap within the cluster's 50% share")
+    lead.screenshot(path=str(artifacts / "request-cap-within-share.png"), full_page=True)
+    lead.click("[data-testid=submit]")
+    expect(lead.locator("[data-testid=status]")).not_to_have_text("draft")
+    line = QuotaRequest.objects.get().lines.get()
+    assert (line.requested_guarantee, line.requested_cap) == (6, 8)
+    assert line.team_namespace == plan["team-a"]
