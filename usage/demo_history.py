@@ -24,6 +24,7 @@ from zoneinfo import ZoneInfo
 from django.conf import settings
 from django.db import transaction
 
+from quotas.kube.client import KubeError
 from quotas.models import Allocation, Cluster
 from usage.backtest import backtest_compute
 from usage.models import UsageSample
@@ -129,3 +130,117 @@ def _scaled(value: Decimal, scale: Decimal, whole: bool) -> Decimal:
     if whole:
         return scaled.quantize(Decimal(1), rounding=ROUND_HALF_UP)
     return scaled.quantize(Decimal("0.001"), rounding=ROUND_HALF_UP)
+
+
+# --- the demo's running work ------------------------------------------------------------------
+
+WORK_LABEL = "quota-portal.io/demo-work"
+WEEK = timedelta(days=7)
+
+
+def demo_work_targets(*, cluster: Cluster, now: datetime) -> dict[tuple[str, str], int]:
+    """Per (namespace, resource) of the cluster's whole-unit allocations: the units its demo
+    work holds now, what the namespace held a week before (its history, then what the cluster
+    itself showed), within its cap. One query for the samples, one for the allocations."""
+    allocations = list(
+        Allocation.objects.filter(team_namespace__cluster=cluster, cap__gt=0).select_related(
+            "team_namespace", "resource"
+        )
+    )
+    allocations = [a for a in allocations if a.resource.kind in WHOLE_UNIT_KINDS]
+    then = now - WEEK
+    latest = {}
+    rows = (
+        UsageSample.objects.filter(
+            team_namespace__cluster=cluster,
+            timestamp__gt=then - timedelta(hours=1),
+            timestamp__lte=then,
+        )
+        .order_by("timestamp")
+        .values_list("team_namespace_id", "resource_id", "allocated")
+    )
+    for ns_id, res_id, allocated in rows:
+        latest[(ns_id, res_id)] = allocated  # the last one before ``then`` wins
+    return {
+        (a.team_namespace.name, a.resource.name): int(
+            min(latest.get((a.team_namespace_id, a.resource_id), Decimal(0)), a.cap)
+        )
+        for a in allocations
+    }
+
+
+def demo_work_tick(*, cluster: Cluster, client, now: datetime) -> dict[tuple[str, str], int]:
+    """Bring the cluster's demo work to its targets: one running pod per unit, labelled as the
+    demo's, created or deleted as the targets move (nothing else is touched). A pod the
+    cluster refuses is left out until the next tick. Returns what runs afterwards."""
+    targets = demo_work_targets(cluster=cluster, now=now)
+    classes = {
+        (a.team_namespace.name, a.resource.name): list(a.priority_classes)
+        for a in Allocation.objects.filter(team_namespace__cluster=cluster).select_related(
+            "team_namespace", "resource"
+        )
+    }
+    running: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for pod in client.list("v1", "Pod", label_selector=WORK_LABEL):
+        meta = pod["metadata"]
+        key = (meta["namespace"], meta.get("labels", {}).get(WORK_LABEL, ""))
+        running[key].append(meta["name"])
+    wanted = {(ns, _label_value(res)): n for (ns, res), n in targets.items()}
+    for (namespace, label), pods in running.items():
+        for name in sorted(pods)[wanted.get((namespace, label), 0) :]:
+            client.delete("v1", "Pod", namespace, name)
+    held = {}
+    for (namespace, resource), want in sorted(targets.items()):
+        have = sorted(running.get((namespace, _label_value(resource)), []))
+        names = set(have)
+        count = min(len(have), want)
+        n = 0
+        while count < want:
+            n += 1
+            name = f"demo-work-{n}"
+            if name in names:
+                continue
+            try:
+                client.create(
+                    _work_pod(namespace, name, resource, classes.get((namespace, resource)))
+                )
+            except KubeError:
+                break
+            count += 1
+        held[(namespace, resource)] = count
+    return held
+
+
+def _label_value(resource: str) -> str:
+    # A label value has no slash: nvidia.com/gpu -> nvidia.com_gpu
+    return resource.replace("/", "_")
+
+
+def _work_pod(namespace: str, name: str, resource: str, classes: list[str] | None) -> dict:
+    spec: dict = {
+        "containers": [
+            {
+                "name": "work",
+                "image": "registry.invalid/demo-work",
+                "resources": {
+                    "requests": {"cpu": "100m", "memory": "128Mi", resource: "1"},
+                    "limits": {resource: "1"},
+                },
+            }
+        ],
+        # Within any maximum run time the namespace has (an hour; the next ticks replace it).
+        "activeDeadlineSeconds": 3600,
+    }
+    if classes:
+        spec["priorityClassName"] = classes[0]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {WORK_LABEL: _label_value(resource)},
+        },
+        "spec": spec,
+        "status": {"phase": "Running"},
+    }

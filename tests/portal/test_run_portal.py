@@ -1,11 +1,13 @@
 """`make run`'s entry point on a bare machine: starts everything, serves the login page, stops."""
 
 import json
+import os
 import re
 import signal
 import ssl
 import stat
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -14,6 +16,8 @@ import pytest
 
 from tests.support.net import free_port
 from tests.support.portal_process import (
+    ROOT,
+    UNSET,
     port_open,
     run_kubectl,
     start_run_portal,
@@ -149,6 +153,40 @@ def test_run_portal_serves_login_page_and_stops_cleanly(tmp_path):
             "namespace/team-a-training"
             in run_kubectl(kubeconfig, "get", "ns", "-o", "name", home=tmp_path).stdout.split()
         )
+        # The demo's work runs on its sandbox: what each namespace held a week before.
+        once = subprocess.run(
+            [sys.executable, "manage.py", "demo_workload", "--once"],
+            cwd=ROOT,
+            env={
+                **{k: v for k, v in os.environ.items() if k not in UNSET},
+                "PORTAL_VAR_DIR": str(tmp_path),
+                "KUBE_SANDBOX_TOKEN_FILE": str(token_file),
+                "KUBE_SANDBOX_CA_FILE": str(tls_dir / "ca.crt"),
+            },
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        held = {
+            line.split()[0]: int(line.split()[-1])
+            for line in once.stdout.splitlines()
+            if "nvidia.com/gpu:" in line
+        }
+        assert set(held) == {"team-a-training", "team-b-inference", "team-c-dev"}, once.stdout
+        pods = run_kubectl(
+            kubeconfig,
+            "get",
+            "pods",
+            "-A",
+            "-l",
+            "quota-portal.io/demo-work",
+            "-o",
+            "name",
+            home=tmp_path,
+        )
+        assert pods.returncode == 0, pods.stderr
+        assert len(pods.stdout.split()) == sum(held.values())
     finally:
         proc.send_signal(signal.SIGINT)
         try:

@@ -91,3 +91,82 @@ def test_the_command_names_its_bad_options(demo):
     out = StringIO()
     call_command("seed_demo_usage", "--days", "7", stdout=out)
     assert "has usage already" in out.getvalue()
+
+
+@pytest.fixture
+def sandboxed(kube_sandbox, cluster, alloc_a, alloc_b):
+    from quotas.kube.client import KubeClient
+
+    Cluster.objects.filter(pk=cluster.pk).update(sandbox_url=kube_sandbox.url)
+    cluster.refresh_from_db()
+    kube = KubeClient.for_url(kube_sandbox.url)
+    for name in ("team-a-training", "team-b-inference"):
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield cluster, kube
+    kube.close()
+
+
+def _held(kube) -> dict[str, int]:
+    held: dict[str, int] = {}
+    for pod in kube.list("v1", "Pod"):
+        ns = pod["metadata"]["namespace"]
+        held[ns] = held.get(ns, 0) + 1
+    return held
+
+
+@pytest.mark.django_db
+def test_the_demo_work_follows_what_each_namespace_held_a_week_before(
+    sandboxed, alloc_a, alloc_b, gpu
+):
+    from datetime import UTC, datetime
+
+    from usage.demo_history import demo_work_tick
+
+    cluster, kube = sandboxed
+    now = datetime(2026, 12, 5, 12, tzinfo=UTC)
+    week_ago = now - timedelta(days=7)
+    for ns, at, allocated in (
+        (alloc_a.team_namespace, week_ago - timedelta(minutes=10), 3),
+        (alloc_b.team_namespace, week_ago - timedelta(minutes=5), 9),  # above its cap 6
+        (alloc_a.team_namespace, week_ago + timedelta(minutes=30), 1),
+    ):
+        UsageSample.objects.create(
+            team_namespace=ns, resource=gpu, timestamp=at, allocated=allocated, source="csv"
+        )
+    # Somebody else's pod is never touched.
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "theirs", "namespace": "team-a-training"},
+            "spec": {"containers": [{"name": "c", "image": "x"}]},
+        }
+    )
+    held = demo_work_tick(cluster=cluster, client=kube, now=now)
+    assert held == {
+        ("team-a-training", "nvidia.com/gpu"): 3,
+        ("team-b-inference", "nvidia.com/gpu"): 6,
+    }
+    assert _held(kube) == {"team-a-training": 4, "team-b-inference": 6}
+    pod = kube.get("v1", "Pod", "team-a-training", "demo-work-1")
+    assert pod["status"]["phase"] == "Running"
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    # Half an hour later it holds what it held then: one; the same round twice changes nothing.
+    later = now + timedelta(minutes=31)
+    for _ in range(2):
+        held = demo_work_tick(cluster=cluster, client=kube, now=later)
+        assert held[("team-a-training", "nvidia.com/gpu")] == 1
+        assert _held(kube)["team-a-training"] == 2  # its one and theirs
+    assert kube.get("v1", "Pod", "team-a-training", "theirs") is not None
+    assert held[("team-b-inference", "nvidia.com/gpu")] == 6  # its last reading, 36 min before
+    # Without a reading in the hour a week before, a namespace holds nothing.
+    held = demo_work_tick(cluster=cluster, client=kube, now=now + timedelta(hours=2))
+    assert set(held.values()) == {0}
+    assert _held(kube) == {"team-a-training": 1}
+
+
+@pytest.mark.django_db
+def test_demo_work_runs_only_on_a_sandbox(demo):
+    Cluster.objects.filter(name="demo").update(connection="in_cluster")
+    with pytest.raises(CommandError, match="is not a sandbox"):
+        call_command("demo_workload", "--once")

@@ -267,6 +267,10 @@ class Command(BaseCommand):
             "",
         ]
 
+        if "demo" in sandboxes and control_plane is None:
+            # What the demo's teams use now moves as their history did a week before.
+            commands["demo-work"] = [python, "manage.py", "demo_workload", "--cluster", "demo"]
+
         children: dict[str, subprocess.Popen] = {}
         self._stopping = False
 
@@ -465,8 +469,9 @@ class Command(BaseCommand):
                 kube.close()
 
     def _stop(self, children: dict[str, subprocess.Popen]) -> None:
-        # Web first (no new work), then beat and worker, then the clusters they talk to.
-        order = [n for n in ("web", "beat", "worker") if n in children]
+        # Web first (no new work), then beat, worker and the demo's work, then the clusters
+        # they talk to.
+        order = [n for n in ("web", "beat", "worker", "demo-work") if n in children]
         order += [n for n in children if n.startswith("sandbox:")]
         for name in order:
             child = children[name]
