@@ -49,7 +49,7 @@ from quotas.selectors import (
 def finding_rows(user, findings: list[Finding], capacities: list[ClusterCapacity]) -> list[dict]:
     """Each finding of the plan, with why its rule matters and, for a cap above the cluster's
     share, a request form already holding the cap within it for whoever may ask for that
-    team (one query for the allocations concerned, one for the teams the user may ask for)."""
+    team (one query: the allocations concerned, of the teams the user may ask for)."""
     over_share = [f for f in findings if f.rule == RULE_CAP_LE_SHARE and f.namespace]
     allocations = {}
     if over_share:
@@ -57,13 +57,11 @@ def finding_rows(user, findings: list[Finding], capacities: list[ClusterCapacity
             team_namespace__cluster__name__in={f.cluster for f in over_share},
             team_namespace__name__in={f.namespace for f in over_share},
             resource__name__in={f.resource for f in over_share},
+            team_namespace__team__in=teams_requestable_by(user),
         ).select_related("team_namespace__cluster", "resource")
         allocations = {
             (a.team_namespace.cluster.name, a.team_namespace.name, a.resource.name): a for a in rows
         }
-    requestable = (
-        set(teams_requestable_by(user).values_list("pk", flat=True)) if over_share else set()
-    )
     capacity = {(c.cluster_id, c.resource_id): c.capacity for c in capacities}
     out = []
     for f in findings:
@@ -75,7 +73,7 @@ def finding_rows(user, findings: list[Finding], capacities: list[ClusterCapacity
                 "wait while it gives it back."
             )
         a = allocations.get((f.cluster, f.namespace, f.resource))
-        if a is not None and a.team_namespace.team_id in requestable:
+        if a is not None:
             cluster = a.team_namespace.cluster
             total = capacity.get((cluster.pk, a.resource_id))
             if total:
