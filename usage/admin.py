@@ -117,13 +117,7 @@ class SuggestionBacktestAdmin(_ReadOnly):
         "resource",
         "policy",
         "namespaces",
-        "demand",
-        "covered",
-        "borrowed",
-        "blocked",
-        "idle",
-        "guaranteed",
-        "cost",
+        *SuggestionBacktest.SCORE_FIELDS,
         "computed_at",
     ]
     list_filter = ["cluster", "resource", "policy", "month"]

@@ -53,11 +53,6 @@ class ResourceBacktest:
     scores: dict[str, Score]
 
 
-def cluster_prices(cluster: Cluster) -> Prices:
-    """The prices the cluster's suggestions are chosen under, which the backtest scores by."""
-    return Prices.of_cluster(cluster)
-
-
 def local_midnight(day: date) -> datetime:
     return datetime.combine(day, time.min, tzinfo=ZoneInfo(settings.TIME_ZONE))
 
@@ -88,7 +83,7 @@ def backtest_period(
         at=local_midnight(scored_start),
         more=scored_demand,
     )
-    prices = cluster_prices(cluster)
+    prices = Prices.of_cluster(cluster)
     share = cluster.effective_max_cap_share
     period = Period(start=train_start, end=train_end, today=scored_start)
     results = []
@@ -155,7 +150,7 @@ def backtest_compute(*, cluster: Cluster, month: date) -> int:
         scored=(start, month_end(start)),
     )
     now = timezone.now()
-    prices = _prices_json(cluster_prices(cluster))
+    prices = _prices_json(Prices.of_cluster(cluster))
     rows = [
         SuggestionBacktest(
             cluster=cluster,
@@ -163,13 +158,7 @@ def backtest_compute(*, cluster: Cluster, month: date) -> int:
             month=start,
             policy=policy,
             namespaces=score.namespaces,
-            demand=_amount(score.demand),
-            covered=_amount(score.covered),
-            borrowed=_amount(score.borrowed),
-            blocked=_amount(score.blocked),
-            idle=_amount(score.idle),
-            guaranteed=_amount(score.guaranteed),
-            cost=_amount(score.cost),
+            **{name: _amount(getattr(score, name)) for name in SuggestionBacktest.SCORE_FIELDS},
             prices=prices,
             plans={
                 ns: [format_amount(plan.guarantee), format_amount(plan.cap)]
@@ -188,13 +177,7 @@ def backtest_compute(*, cluster: Cluster, month: date) -> int:
                 unique_fields=["cluster", "resource", "month", "policy"],
                 update_fields=[
                     "namespaces",
-                    "demand",
-                    "covered",
-                    "borrowed",
-                    "blocked",
-                    "idle",
-                    "guaranteed",
-                    "cost",
+                    *SuggestionBacktest.SCORE_FIELDS,
                     "prices",
                     "plans",
                     "computed_at",

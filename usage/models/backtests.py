@@ -48,6 +48,9 @@ class SuggestionBacktest(models.Model):
     plans = models.JSONField(default=dict, blank=True, verbose_name=_("plans"))
     computed_at = models.DateTimeField(verbose_name=_("computed at"))
 
+    # The unit-hour figures and the cost, as usage.evaluate.Score names them.
+    SCORE_FIELDS = ("demand", "covered", "borrowed", "blocked", "idle", "guaranteed", "cost")
+
     class Meta:
         verbose_name = _("suggestion backtest")
         verbose_name_plural = _("suggestion backtests")

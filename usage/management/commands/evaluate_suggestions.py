@@ -193,13 +193,7 @@ def _samples(cluster: Cluster, first: date, last: date) -> int:
 def score_of(row: SuggestionBacktest) -> Score:
     """A stored row as the Score it was made from (unit-hours and cost)."""
     return Score(
-        demand=float(row.demand),
-        covered=float(row.covered),
-        borrowed=float(row.borrowed),
-        blocked=float(row.blocked),
-        idle=float(row.idle),
-        guaranteed=float(row.guaranteed),
-        cost=float(row.cost),
+        **{name: float(getattr(row, name)) for name in SuggestionBacktest.SCORE_FIELDS},
         namespaces=row.namespaces,
     )
 
