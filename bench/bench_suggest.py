@@ -1,8 +1,9 @@
 """The suggestion step of ``bench/bench_usage.py`` (``make bench``): ``suggestions_compute`` for
 every namespace of the bench cluster over a month of 5-minute samples and their daily rollups,
 against reading the same samples once (one grouped scan of the month's samples, as plain SQL),
-in the same run. The service reads the samples grouped by demand per day, forecasts, prices,
-chooses every guarantee together and writes one row per namespace.
+in the same run. The service reads each day's demand counts from the rollups (the rollup counts
+the samples by demand as it scans them), forecasts, prices, chooses every guarantee together and
+writes one row per namespace.
 
 Alone, ``python -m bench.bench_suggest [--namespaces 1000 --days 30]`` writes synthetic
 5-minute samples with SQL straight away (no CSV, no import), rolls them up, and times only this
@@ -90,7 +91,9 @@ def make_samples(days: int, start: date) -> int:
         cursor.execute("SELECT setseed(0.1)")
         cursor.execute(MAKE_SAMPLES, [lo, lo + timedelta(days=days)])
         rows = cursor.rowcount
+    started = time.perf_counter()
     usage_rollup(start=start, end=start + timedelta(days=days - 1))
+    print(f"rollup of the month: {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return rows
 
 

@@ -190,14 +190,17 @@ def backtest_compute(*, cluster: Cluster, month: date) -> int:
     return len(rows)
 
 
-def months_with_samples(*, cluster: Cluster) -> list[date]:
-    """First days of the months with 5-minute samples of the cluster, oldest first: the months
-    with daily rollups (kept for good), less those whose samples were pruned."""
-    months = UsageDaily.objects.filter(team_namespace__cluster=cluster).dates("day", "month")
+def months_with_demand(*, cluster: Cluster) -> list[date]:
+    """First days of the months with 5-minute demand of the cluster, oldest first: the months
+    whose daily rollups keep the day's demand counts (kept for good), and those of rollups
+    from before the counts were kept whose samples are not pruned yet."""
+    daily = UsageDaily.objects.filter(team_namespace__cluster=cluster)
+    counted = set(daily.filter(demand_counts__isnull=False).dates("day", "month"))
     return [
         m
-        for m in months
-        if UsageSample.objects.filter(
+        for m in daily.dates("day", "month")
+        if m in counted
+        or UsageSample.objects.filter(
             team_namespace__cluster=cluster,
             timestamp__gte=local_midnight(m),
             timestamp__lt=local_midnight(month_end(m) + timedelta(days=1)),
@@ -206,10 +209,10 @@ def months_with_samples(*, cluster: Cluster) -> list[date]:
 
 
 def backtest_walk(*, cluster: Cluster, today: date | None = None) -> list[date]:
-    """The backtest of every month of the cluster that is over and has samples, as has the
+    """The backtest of every month of the cluster that is over and has demand, as has the
     month before it, oldest first. Returns the months computed."""
     today = today or timezone.localdate()
-    months = months_with_samples(cluster=cluster)
+    months = months_with_demand(cluster=cluster)
     have = set(months)
     walked = [m for m in months if previous_month(m) in have and month_end(m) < today]
     for m in walked:

@@ -15,6 +15,8 @@ What each figure of a day (in ``TIME_ZONE``) of one team namespace and resource 
   first version, the first version's (history imported from before the portal knew the
   allocation is measured against its first guarantee); without versions the allocation's own;
   without an allocation 0.
+- ``demand_counts``: how many of the source's samples saw each demand (allocated + pending),
+  the day's distribution the suggestions forecast from (``usage.selectors.demand_history_for``).
 - ``utilization_mean`` and ``memory_used_mean_mib`` average every source that has them;
   ``evictions`` add up over every source (only the cluster collector counts them).
 
@@ -149,17 +151,34 @@ ranked AS (
                                                    WHEN 'prometheus' THEN 1 ELSE 2 END) AS pick
     FROM per_source p
     WINDOW d AS (PARTITION BY team_namespace_id, resource_id, day)
+),
+demand AS (
+    SELECT team_namespace_id, resource_id, source, day,
+           jsonb_object_agg(demand::text, n) AS counts
+    FROM (
+        SELECT s.team_namespace_id, s.resource_id, s.source,
+               (s."timestamp" AT TIME ZONE %(tz)s)::date AS day,
+               s.allocated + s.pending AS demand, count(*) AS n
+        FROM quotas_usagesample s
+        {cluster_join}
+        WHERE s."timestamp" >= %(lo)s AND s."timestamp" < %(hi)s {cluster_where}
+        GROUP BY 1, 2, 3, 4, 5
+    ) counted
+    GROUP BY 1, 2, 3, 4
 )
 INSERT INTO quotas_usagedaily (
     team_namespace_id, resource_id, day, source, samples, peak, p95, mean, utilization_mean,
     memory_used_mean_mib, gpu_hours, borrowed_gpu_hours, idle_guaranteed_gpu_hours, guarantee,
-    pending_wait_seconds, pending_wait_mean_seconds, pending_peak, evictions, computed_at)
+    pending_wait_seconds, pending_wait_mean_seconds, pending_peak, evictions, demand_counts,
+    computed_at)
 SELECT c.team_namespace_id, c.resource_id, c.day, c.source, c.samples, c.peak,
        round(c.p95::numeric, 3), round(c.mean, 3), round(c.utilization_all, 2),
        round(c.memory_all, 1), round(c.gpu_hours, 3), round(c.borrowed, 3), round(c.idle, 3),
        coalesce(v.guarantee, 0), c.wait_max, round(c.wait_mean), c.pending_peak,
-       c.evictions_all, now()
+       c.evictions_all, h.counts, now()
 FROM ranked c
+JOIN demand h ON h.team_namespace_id = c.team_namespace_id AND h.resource_id = c.resource_id
+    AND h.source = c.source AND h.day = c.day
 LEFT JOIN versions v ON v.team_namespace_id = c.team_namespace_id
     AND v.resource_id = c.resource_id
     AND c.last_at >= v.valid_from AND c.last_at < v.valid_to
@@ -173,7 +192,7 @@ ON CONFLICT (team_namespace_id, resource_id, day) DO UPDATE SET
     guarantee = EXCLUDED.guarantee, pending_wait_seconds = EXCLUDED.pending_wait_seconds,
     pending_wait_mean_seconds = EXCLUDED.pending_wait_mean_seconds,
     pending_peak = EXCLUDED.pending_peak, evictions = EXCLUDED.evictions,
-    computed_at = EXCLUDED.computed_at
+    demand_counts = EXCLUDED.demand_counts, computed_at = EXCLUDED.computed_at
 """
 
 
@@ -259,6 +278,14 @@ def _mean(values: list[Decimal]) -> Decimal | None:
     return sum(values, Decimal(0)) / len(values) if values else None
 
 
+def demand_counts(demands: list[Decimal]) -> dict[str, int]:
+    """How many samples saw each demand, keyed as the database writes an amount ("3.000")."""
+    counts: dict[str, int] = defaultdict(int)
+    for demand in demands:
+        counts[str(_q(demand, "0.001"))] += 1
+    return dict(counts)
+
+
 def _write_day(ns_id, res_id, day, source, rows, every) -> None:
     allocated = [s.allocated for s, _, _ in rows]
     waits = [Decimal(s.wait_seconds) for s, _, _ in rows if s.wait_seconds is not None]
@@ -290,6 +317,7 @@ def _write_day(ns_id, res_id, day, source, rows, every) -> None:
             "pending_wait_mean_seconds": None if wait_mean is None else int(_q(wait_mean, "1")),
             "pending_peak": max(s.pending for s, _, _ in rows),
             "evictions": sum(s.evictions for s, _, _ in every),
+            "demand_counts": demand_counts([s.allocated + s.pending for s, _, _ in rows]),
         },
     )
 

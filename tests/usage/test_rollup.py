@@ -60,6 +60,8 @@ def test_a_day_is_rolled_up_by_hand(ns_a, gpu, alloc_a):
     assert day.pending_wait_seconds == 600
     assert day.pending_wait_mean_seconds == 350
     assert day.evictions == 2
+    # The cluster's four samples by demand, allocated + pending.
+    assert day.demand_counts == {"5.000": 1, "8.000": 1, "11.000": 1, "4.000": 1}
 
 
 @pytest.mark.django_db
@@ -154,6 +156,7 @@ FIGURES = [
     "pending_wait_mean_seconds",
     "pending_peak",
     "evictions",
+    "demand_counts",
 ]
 
 

@@ -153,6 +153,10 @@ class UsageDaily(models.Model):
     )
     pending_peak = amount_field(_("pending peak"), default=ZERO)
     evictions = models.PositiveIntegerField(default=0, verbose_name=_("evictions"))
+    # How many of the day's samples (of ``source``) saw each demand, allocated + pending:
+    # {"3.000": 188, ...}, the distribution the suggestions forecast from. Null on rollups
+    # computed before it was kept; the suggestions then read those days' samples.
+    demand_counts = models.JSONField(null=True, blank=True, verbose_name=_("demand counts"))
     computed_at = models.DateTimeField(auto_now=True, verbose_name=_("computed at"))
 
     class Meta:

@@ -15,9 +15,9 @@ from django.utils import timezone
 from quotas.models import Team, TeamNamespace
 from quotas.services import allocation_set
 from tests.support.usage import JULY, JUNE, MAY, flat, hourly_samples
-from usage.backtest import backtest_compute, backtest_walk, months_with_samples
+from usage.backtest import backtest_compute, backtest_walk, months_with_demand
 from usage.evaluate import POLICIES
-from usage.models import Suggestion, SuggestionBacktest
+from usage.models import Suggestion, SuggestionBacktest, UsageDaily, UsageSample
 from usage.suggestions import month_end, previous_month
 from usage.tasks import compute_cluster_backtest, compute_suggestions
 
@@ -106,12 +106,23 @@ def test_a_new_namespace_is_planned_with_the_values_in_force(cluster, backtest_m
 
 
 def test_the_walk_scores_every_month_with_samples_before_it(cluster, backtest_months):
-    assert months_with_samples(cluster=cluster) == [MAY, JUNE]
+    assert months_with_demand(cluster=cluster) == [MAY, JUNE]
     # May has no month with samples before it; July has none of its own.
     assert backtest_walk(cluster=cluster) == [JUNE]
     assert set(SuggestionBacktest.objects.values_list("month", flat=True)) == {JUNE}
     # A month not over yet is not scored.
     assert backtest_walk(cluster=cluster, today=date(2025, 6, 30)) == []
+    # The rollups keep each day's demand: pruning the samples loses no month, until the
+    # rollups are ones from before the counts were kept.
+    scored = _rows(cluster)
+    UsageSample.objects.all().delete()
+    assert months_with_demand(cluster=cluster) == [MAY, JUNE]
+    backtest_compute(cluster=cluster, month=JUNE)
+    assert {p: (r.cost, r.plans) for p, r in _rows(cluster).items()} == {
+        p: (r.cost, r.plans) for p, r in scored.items()
+    }
+    UsageDaily.objects.filter(day__lt=JUNE).update(demand_counts=None)
+    assert months_with_demand(cluster=cluster) == [JUNE]
 
 
 def test_the_monthly_task_backtests_last_month_of_one_cluster(cluster, backtest_months):
