@@ -1,10 +1,14 @@
 """Benchmark: usage import and daily rollup on PostgreSQL, against plain COPY of the same file
 and one hand-written SQL aggregate over the same table, in the same run.
 
-    python -m bench.bench_usage [--days 30 --namespaces 1000]    (or: make bench)
+    python -m bench.bench_usage [--days 105 --namespaces 1000]   (or: make bench)
     BENCH_QUICK=1 python -m bench.bench_usage                     (2 days x 50 namespaces)
 
-Full size: 30 days of 5-minute samples for 1,000 team namespaces, 8.64 million rows. Needs a
+Full size: 105 days of 5-minute samples for 1,000 team namespaces, 30.24 million rows in four
+month partitions (a year of them is about 105 million). Besides the import and the rollup:
+a namespace's month of samples as the portal reads it against the same rows read by one
+plain SQL statement, the dashboard's usage chart of a team against one hand-written
+aggregate of the same rollups, and the samples' table and index size on disk per million. Needs a
 PostgreSQL server: BENCH_DATABASE_URL, else DATABASE_URL if it is PostgreSQL, else
 postgres://postgres@127.0.0.1:5432/; a throw-away database is created and dropped. Without a
 server it says so and exits 0. Prints its figures (var/bench/usage.figures.json).
@@ -170,10 +174,100 @@ def _rollup(days: int) -> tuple[float, float, int]:
     return ours, hand, result.days
 
 
+def _best(fn, repeat: int = 5) -> float:
+    """The fastest of ``repeat`` runs (after one to warm the caches)."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+NAMESPACE_MONTH = """
+SELECT "timestamp", allocated, pending, utilization, source FROM quotas_usagesample
+WHERE team_namespace_id = %s AND resource_id = %s AND "timestamp" >= %s AND "timestamp" < %s
+ORDER BY "timestamp"
+"""
+CHART_AGGREGATE = """
+SELECT c.name, r.name, r.unit, d.day, sum(d.peak), sum(d.mean)
+FROM quotas_usagedaily d
+JOIN quotas_teamnamespace tn ON tn.id = d.team_namespace_id
+JOIN quotas_cluster c ON c.id = tn.cluster_id
+JOIN quotas_resource r ON r.id = d.resource_id
+WHERE tn.team_id = %s AND d.day >= %s AND d.day <= %s
+GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 4
+"""
+
+
+def _reads(days: int) -> dict:
+    """A namespace's last month of samples (the ORM's rows, as the what-if reads them)
+    against one plain SQL statement; the dashboard's usage chart of a team (30 days) against
+    one hand-written aggregate; the samples' size on disk."""
+    from django.db import connection
+
+    from overview.selectors import team_usage_series
+    from quotas.models import Resource, TeamNamespace
+    from usage.models import UsageSample
+    from usage.partitions import partitioned, partitions
+
+    ns = TeamNamespace.objects.order_by("name")[len(TeamNamespace.objects.all()) // 2]
+    gpu = Resource.objects.get(name="nvidia.com/gpu")
+    last = START + timedelta(days=days)
+    first = max(START, last - timedelta(days=30))
+    columns = ("timestamp", "allocated", "pending", "utilization", "source")
+
+    def orm_month():
+        rows = UsageSample.objects.filter(
+            team_namespace=ns, resource=gpu, timestamp__gte=first, timestamp__lt=last
+        ).order_by("timestamp")
+        return list(rows.values_list(*columns))
+
+    def sql_month():
+        with connection.cursor() as cursor:
+            cursor.execute(NAMESPACE_MONTH, [ns.pk, gpu.pk, first, last])
+            return cursor.fetchall()
+
+    month_rows = len(orm_month())
+    assert month_rows == len(sql_month())
+    chart_end = last.date() - timedelta(days=1)
+    chart_start = chart_end - timedelta(days=29)
+
+    def chart():
+        return team_usage_series(team_ids=[ns.team_id], start=chart_start, end=chart_end)
+
+    def chart_sql():
+        with connection.cursor() as cursor:
+            cursor.execute(CHART_AGGREGATE, [ns.team_id, chart_start, chart_end])
+            return cursor.fetchall()
+
+    assert sum(len(s.days) for s in chart()) == len(chart_sql())
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), pg_total_relation_size('quotas_usagesample') FROM quotas_usagesample"
+        )
+        rows, size = cursor.fetchone()
+    if partitioned():
+        size = sum(p.bytes for p in partitions())
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_total_relation_size('quotas_usagesample_default')")
+            size += cursor.fetchone()[0]
+    return {
+        "namespace_month_rows": month_rows,
+        "namespace_month_seconds": round(_best(orm_month), 5),
+        "namespace_month_sql_seconds": round(_best(sql_month), 5),
+        "chart_seconds": round(_best(chart), 5),
+        "chart_sql_seconds": round(_best(chart_sql), 5),
+        "partitions": len(partitions()),
+        "samples_mib_per_million": round(size / (1 << 20) / max(rows, 1) * 1e6, 1),
+    }
+
+
 def main() -> int:
     quick = os.environ.get("BENCH_QUICK") == "1"
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--days", type=int, default=2 if quick else 30)
+    parser.add_argument("--days", type=int, default=2 if quick else 105)
     parser.add_argument("--namespaces", type=int, default=50 if quick else 1000)
     parser.add_argument("--showback-days", type=int, default=62 if quick else 365)
     args = parser.parse_args()
@@ -199,6 +293,7 @@ def main() -> int:
         copy_s = _copy_baseline(path)
         import_s, import_peak_mib, idle_mib = _import(path, db_url)
         rollup_s, hand_s, rollup_rows = _rollup(args.days)
+        reads = _reads(args.days)
         from bench.bench_suggest import bench_suggestions
 
         suggest = bench_suggestions(start=START.date(), days=min(args.days, 31))
@@ -231,6 +326,7 @@ def main() -> int:
         "hand_aggregate_seconds": round(hand_s, 4),
         "rollup_seconds": round(rollup_s, 4),
         "rollup_vs_hand_aggregate": round(rollup_s / hand_s, 4),
+        **reads,
         **suggest,
         **showback,
     }
@@ -267,6 +363,30 @@ def usage_figures(results: dict) -> list[dict]:
             baseline=results["hand_aggregate_seconds"],
             baseline_label="one hand-written SQL aggregate",
             database=pg,
+        ),
+        figure(
+            f"a namespace's month of samples ({results['namespace_month_rows']:,} rows,"
+            f" of {results['rows']:,})",
+            results["namespace_month_seconds"],
+            "s",
+            baseline=results["namespace_month_sql_seconds"],
+            baseline_label="the same rows by one plain SQL statement",
+            database=pg,
+        ),
+        figure(
+            "dashboard usage chart of a team (30 days of rollups)",
+            results["chart_seconds"],
+            "s",
+            baseline=results["chart_sql_seconds"],
+            baseline_label="one hand-written SQL aggregate",
+            database=pg,
+        ),
+        figure(
+            f"samples on disk ({results['partitions']} month partitions)",
+            results["samples_mib_per_million"],
+            "MiB per million samples",
+            database=pg,
+            note="table and indexes",
         ),
         figure(
             f"suggestions ({results['suggestions']:,} namespaces, a month of 5-minute samples)",

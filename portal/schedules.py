@@ -57,6 +57,12 @@ DEFAULT_SCHEDULES: list[DefaultSchedule] = [
         description="Daily usage rollups of yesterday and today; prune samples past retention.",
     ),
     DefaultSchedule(
+        name="usage sample partitions",
+        task="usage.ensure_sample_partitions",
+        every_seconds=24 * 3600,
+        description="Make the usage samples' month partitions ahead (PostgreSQL).",
+    ),
+    DefaultSchedule(
         name="monthly suggestions",
         task="quotas.compute_suggestions",
         every_seconds=None,

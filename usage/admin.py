@@ -44,6 +44,9 @@ class UsageSampleAdmin(_ReadOnly):
     list_select_related = ["team_namespace__cluster", "resource"]
     readonly_fields = [f.name for f in UsageSample._meta.fields]
     show_full_result_count = False  # millions of rows: no COUNT(*) per page
+    # The list shows every figure; a sample's own page would be found by its id, which has no
+    # index of its own (usage/models/samples.py).
+    list_display_links = None
 
 
 @admin.register(UsageDaily)

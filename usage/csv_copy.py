@@ -16,15 +16,18 @@ cells, a blank line or a date that does not exist makes the whole file go row by
 # column positions; no text of the file is ever part of one.
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
+import re
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import psycopg
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
+from django.db.transaction import TransactionManagementError
 from psycopg.copy import LibpqWriter
 
 from usage.csv_import import (
@@ -37,6 +40,7 @@ from usage.csv_import import (
     _parse,
     _RowInvalid,
 )
+from usage.partitions import ensure_months, next_month, partitioned
 
 CHUNK = 1 << 20  # characters handed to COPY at a time
 FETCH = 10_000  # rows read back at a time for the row-by-row rules
@@ -112,19 +116,57 @@ def usage_import_copy(
     position = {name: i for i, name in enumerate(header)}
     naive = _fixed_offset(settings.TIME_ZONE)
     try:
-        with transaction.atomic(), connection.cursor() as cursor:
-            return _import(cursor, stream, header, position, naive, first, progress)
+        with connection.cursor() as cursor:
+            try:
+                months = _Months(position)
+                with transaction.atomic():
+                    rows = _load(cursor, stream, header, first, progress, months)
+                # The months of the file made before the import's transaction: making one
+                # locks the samples table until its transaction ends.
+                _ensure_months(cursor, position, months.found)
+                with transaction.atomic():
+                    return _import(cursor, rows, position, naive)
+            finally:
+                with contextlib.suppress(DatabaseError, TransactionManagementError):
+                    cursor.execute("DROP TABLE IF EXISTS usage_import_raw")
     except _Refused:
         return None
 
 
-def _import(cursor, stream, header, position, naive, first, progress) -> ImportResult:
+class _Months:
+    """The months ("2025-03") the file's lines start with, gathered while the file streams
+    to COPY (the server parses it meanwhile), when the timestamp is the first column; else
+    ``found`` is None and the months are read from the staging table."""
+
+    LINE_START = re.compile(r"^([0-9]{4}-(?:0[1-9]|1[0-2]))-", re.MULTILINE)
+
+    def __init__(self, position: dict[str, int]):
+        self.found: set[str] | None = set() if position["timestamp"] == 0 else None
+        self._tail = ""
+
+    def feed(self, chunk: str) -> None:
+        if self.found is None:
+            return
+        end = chunk.rfind("\n") + 1
+        if not end:
+            self._tail += chunk
+            return
+        self.found.update(self.LINE_START.findall(self._tail + chunk[:end]))
+        self._tail = chunk[end:]
+
+    def close(self) -> None:
+        if self.found is not None:
+            self.feed(self._tail + "\n")
+
+
+def _load(cursor, stream, header, first, progress, months: _Months) -> int:
+    """The file COPYed into usage_import_raw, a text cell per column: its number of rows."""
     raw_columns = [f"c{i}" for i in range(len(header))]
     # Left by an earlier import in the same (outer) transaction.
     cursor.execute("DROP TABLE IF EXISTS usage_import_raw, usage_import_rows")
     cursor.execute(
         "CREATE TEMPORARY TABLE usage_import_raw (line bigint GENERATED ALWAYS AS IDENTITY "
-        f"(START 2), {', '.join(f'{c} text' for c in raw_columns)}) ON COMMIT DROP"
+        f"(START 2), {', '.join(f'{c} text' for c in raw_columns)})"
     )
     read, lines, quoted = len(first), 0, False
     try:
@@ -139,6 +181,7 @@ def _import(cursor, stream, header, position, naive, first, progress) -> ImportR
         ):
             while chunk := stream.read(CHUNK):
                 copy.write(chunk)
+                months.feed(chunk)
                 read += len(chunk)
                 lines += chunk.count("\n")
                 quoted = quoted or '"' in chunk
@@ -146,17 +189,43 @@ def _import(cursor, stream, header, position, naive, first, progress) -> ImportR
                     progress(lines, read)
     except (psycopg.errors.BadCopyFileFormat, psycopg.DataError) as exc:
         raise _Refused(str(exc)) from None
+    months.close()
     # The planner's row counts: without them it would loop over the namespaces per row.
     cursor.execute("ANALYZE usage_import_raw")
     cursor.execute("SELECT last_value, is_called FROM usage_import_raw_line_seq")
     last, called = cursor.fetchone()
-    result = ImportResult(rows=last - 1 if called else 0, method="copy")
     if quoted:
         # A quoted cell holding a line break would move every later line number.
         cells = " OR ".join(f"strpos({c}, E'\\n') > 0" for c in raw_columns)
         cursor.execute(f"SELECT EXISTS (SELECT 1 FROM usage_import_raw WHERE {cells})")
         if cursor.fetchone()[0]:
             raise _Refused("a cell holds a line break")
+    return last - 1 if called else 0
+
+
+def _ensure_months(cursor, position: dict[str, int], found: set[str] | None) -> None:
+    """The month partitions of the file's first to last month, and one on either side (an
+    offset can move an instant into the next or the previous UTC month). Read from the
+    cells' text: a row the rules parse later may still land in the default partition."""
+    if not partitioned():
+        return
+    if found is None:
+        ts = f"c{position['timestamp']}"
+        cursor.execute(
+            f"SELECT DISTINCT substr({ts}, 1, 7) FROM usage_import_raw "
+            f"WHERE {ts} ~ '^[0-9]{{4}}-(0[1-9]|1[0-2])-'"
+        )
+        found = {month for (month,) in cursor.fetchall()}
+    if not found:
+        return
+    first, last = min(found), max(found)
+    lo = date(int(first[:4]), int(first[5:7]), 1) - timedelta(days=1)
+    hi = next_month(date(int(last[:4]), int(last[5:7]), 1))
+    ensure_months(lo, hi)
+
+
+def _import(cursor, rows: int, position, naive) -> ImportResult:
+    result = ImportResult(rows=rows, method="copy")
 
     def cell(name: str) -> str | None:
         return f"r.c{position[name]}" if name in position else None
@@ -206,6 +275,11 @@ def _import(cursor, stream, header, position, naive, first, progress) -> ImportR
         {source}
         WHERE {checked}
     """
+    # What a foreign key would do per row, once: no namespace or resource can be deleted
+    # before this transaction ends (renaming one stays free). All of them: finding the ones
+    # the file names would cost a pass over it.
+    cursor.execute("SELECT 1 FROM quotas_teamnamespace FOR KEY SHARE")
+    cursor.execute("SELECT 1 FROM quotas_resource FOR KEY SHARE")
     # The row counts of a staging table say nothing of how many rows pass the checks: the
     # planner would loop over the namespaces for each row instead of hashing them once.
     cursor.execute("SET LOCAL enable_nestloop = off")
@@ -306,6 +380,12 @@ def _upsert(cursor, selected: str, *, distinct: bool) -> list[tuple]:
                     source)
                 SELECT ns_id, res_id, ts, allocated, utilization, pending, 0, wait, 0, 'csv'
                 FROM src
+                -- In the key's order: each namespace's entries of the key are written
+                -- together instead of a page here and a page there (a third faster than in
+                -- the file's time order). A month a file fills is then not in time order on
+                -- disk, which only the time index (BRIN) notices: the beat's rollups read the
+                -- current month, which the collector writes in time order.
+                ORDER BY ns_id, res_id, ts
                 ON CONFLICT (team_namespace_id, resource_id, "timestamp", source) DO UPDATE SET
                     allocated = EXCLUDED.allocated, utilization = EXCLUDED.utilization,
                     pending = EXCLUDED.pending, wait_seconds = EXCLUDED.wait_seconds

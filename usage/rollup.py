@@ -44,6 +44,7 @@ from django.utils import timezone
 
 from usage.in_force import values_in_force
 from usage.models import UsageDaily, UsageSample
+from usage.partitions import drop_before, partitioned
 from usage.stats import percentile
 
 log = logging.getLogger(__name__)
@@ -328,11 +329,15 @@ def _write_day(ns_id, res_id, day, source, rows, every) -> None:
 
 def usage_prune(*, now: datetime | None = None) -> int:
     """Delete raw samples older than ``USAGE_RETENTION_DAYS`` (whole days, so no day is left
-    half-pruned), in batches; rollups are kept. Returns how many were deleted."""
+    half-pruned), in batches; rollups are kept. Returns how many were deleted. Where the
+    samples are partitioned by month (PostgreSQL) a month goes whole, by dropping its
+    partition, once all of it is past the retention."""
     now = now or timezone.now()
     tz = ZoneInfo(settings.TIME_ZONE)
     first_kept = (now.astimezone(tz) - timedelta(days=settings.USAGE_RETENTION_DAYS)).date()
     cutoff = datetime.combine(first_kept, time.min, tzinfo=tz)
+    if partitioned():
+        return drop_before(cutoff)
     deleted = 0
     while True:
         ids = list(

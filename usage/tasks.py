@@ -11,6 +11,7 @@ from common.dates import parse_month
 from quotas.models import Cluster
 from usage.backtest import backtest_compute
 from usage.collect import usage_collect
+from usage.partitions import ensure_ahead
 from usage.rollup import usage_rollup_recent
 from usage.suggestions import previous_month, suggestions_compute
 
@@ -37,6 +38,13 @@ def collect_cluster_usage(cluster_id: int) -> None:
 def rollup_usage() -> int:
     """Roll up yesterday and today, and prune raw samples past the retention."""
     return usage_rollup_recent().days
+
+
+@shared_task(name="usage.ensure_sample_partitions", ignore_result=True)
+def ensure_sample_partitions() -> list[str]:
+    """PostgreSQL: the samples' month partitions from last month to a few months ahead, so
+    the collector's samples always land in their month (nothing to do on SQLite)."""
+    return ensure_ahead(today=timezone.now().date())
 
 
 # --- suggestions ------------------------------------------------------------------------------

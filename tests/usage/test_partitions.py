@@ -1,0 +1,160 @@
+"""The samples' month partitions (PostgreSQL): made ahead and on import, samples in their month
+(those that came first, in the default partition, move over), retention that drops whole
+months, a day's rollup that reads one month, two workers making the same month. On SQLite the
+samples are one table and none of this applies."""
+
+import io
+import threading
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from tests.support.locks import require_postgresql
+from usage import csv_copy, partitions
+from usage.csv_import import usage_import_csv
+from usage.models import UsageSample
+from usage.rollup import usage_prune, usage_rollup
+from usage.tasks import ensure_sample_partitions
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _postgresql():
+    require_postgresql("the samples are partitioned on PostgreSQL only")
+    assert partitions.partitioned()
+
+
+def _sample(ns, gpu, when: datetime, allocated: int = 1) -> None:
+    UsageSample.objects.create(
+        team_namespace=ns, resource=gpu, timestamp=when, allocated=allocated, source="cluster"
+    )
+
+
+def _where() -> dict[str, int]:
+    """How many samples each partition holds."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tableoid::regclass::text, count(*) FROM quotas_usagesample GROUP BY 1"
+        )
+        return dict(cursor.fetchall())
+
+
+def _months() -> list[date]:
+    return [p.month for p in partitions.partitions()]
+
+
+def test_months_made_ahead_take_over_the_samples_that_came_first(plan, gpu):
+    ns = plan["team-a"]
+    early = datetime(2031, 5, 31, 23, 59, tzinfo=UTC)
+    _sample(ns, gpu, early, 3)
+    _sample(ns, gpu, datetime(2031, 6, 1, tzinfo=UTC), 4)
+    assert _where() == {partitions.DEFAULT: 2}
+
+    made = partitions.ensure_months(date(2031, 5, 3), date(2031, 6, 30))
+    assert made == ["quotas_usagesample_p2031_05", "quotas_usagesample_p2031_06"]
+    assert _where() == {"quotas_usagesample_p2031_05": 1, "quotas_usagesample_p2031_06": 1}
+    # Nothing lost or changed, and the key still holds across the partitions.
+    assert sorted(UsageSample.objects.values_list("timestamp", "allocated")) == [
+        (early, Decimal(3)),
+        (datetime(2031, 6, 1, tzinfo=UTC), Decimal(4)),
+    ]
+    assert partitions.ensure_months(date(2031, 5, 1), date(2031, 6, 1)) == []
+    _sample(ns, gpu, datetime(2031, 6, 15, tzinfo=UTC))
+    assert _where()["quotas_usagesample_p2031_06"] == 2
+
+
+def test_the_beat_makes_last_month_to_three_ahead(plan, gpu):
+    made = partitions.ensure_ahead(today=date(2032, 1, 15))
+    expected = [date(2031, 12, 1), *(date(2032, m, 1) for m in (1, 2, 3, 4))]
+    assert made == [partitions.partition_name(m) for m in expected]
+    assert partitions.ensure_ahead(today=date(2032, 1, 31)) == []
+    # The beat's task, today: this month's partition and the next are there.
+    ensure_sample_partitions()
+    this = partitions.month_start(timezone.now())
+    assert {this, partitions.next_month(this)} <= set(_months())
+
+
+@pytest.mark.parametrize("chunk", [csv_copy.CHUNK, 7])
+@pytest.mark.parametrize("timestamp_first", [True, False])
+def test_an_import_writes_into_its_months(plan, gpu, monkeypatch, chunk, timestamp_first):
+    # Read in pieces of 7 characters, lines and months are cut anywhere.
+    monkeypatch.setattr(csv_copy, "CHUNK", chunk)
+    rows = []
+    start = datetime(2033, 3, 31, 22, tzinfo=UTC)
+    for step in range(5):  # across the end of March
+        when = (start + timedelta(hours=step)).isoformat()
+        rows.append([when, "demo", "team-a-training", "nvidia.com/gpu", str(step)])
+    header = ["timestamp", "cluster", "namespace", "resource", "allocated"]
+    if not timestamp_first:
+        header, rows = header[1:] + header[:1], [r[1:] + r[:1] for r in rows]
+    text = "\n".join(",".join(r) for r in [header, *rows]) + "\n"
+    result = usage_import_csv(stream=io.StringIO(text), rollup=False)
+    assert result.method == "copy"
+    assert result.imported == 5
+    assert {date(2033, 2, 1), date(2033, 3, 1), date(2033, 4, 1), date(2033, 5, 1)} <= set(
+        _months()
+    )
+    assert _where() == {"quotas_usagesample_p2033_03": 2, "quotas_usagesample_p2033_04": 3}
+
+
+def test_retention_drops_whole_months_and_keeps_the_month_it_cuts(plan, gpu, settings):
+    ns = plan["team-a"]
+    partitions.ensure_months(date(2034, 1, 1), date(2034, 3, 1))
+    for day in (date(2034, 1, 5), date(2034, 1, 31), date(2034, 2, 3), date(2034, 3, 1)):
+        _sample(ns, gpu, datetime(day.year, day.month, day.day, 12, tzinfo=UTC))
+    _sample(ns, gpu, datetime(2033, 6, 1, tzinfo=UTC))  # no month of its own: default
+    settings.USAGE_RETENTION_DAYS = 30
+    # Kept from 2034-02-10: January is past as a whole, February is not.
+    assert usage_prune(now=datetime(2034, 3, 12, 8, tzinfo=UTC)) == 3
+    assert date(2034, 1, 1) not in _months()
+    assert _where() == {"quotas_usagesample_p2034_02": 1, "quotas_usagesample_p2034_03": 1}
+
+
+def test_a_days_rollup_reads_its_month_only(plan, gpu):
+    ns = plan["team-a"]
+    partitions.ensure_months(date(2035, 1, 1), date(2035, 3, 1))
+    for month in (1, 2, 3):
+        _sample(ns, gpu, datetime(2035, month, 10, 12, tzinfo=UTC), month)
+    with CaptureQueriesContext(connection) as queries:
+        usage_rollup(start=date(2035, 2, 10), end=date(2035, 2, 10))
+    reads = [q["sql"] for q in queries if "quotas_usagesample" in q["sql"]]
+    assert reads
+    with connection.cursor() as cursor:
+        for sql in reads:
+            cursor.execute(f"EXPLAIN {sql}")
+            plan_text = "\n".join(row[0] for row in cursor.fetchall())
+            assert "quotas_usagesample_p2035_02" in plan_text
+            for other in ("p2035_01", "p2035_03", "_default"):
+                assert f"quotas_usagesample{other}" not in plan_text, plan_text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_make_the_same_month_once(plan, gpu):
+    ns = plan["team-a"]
+    _sample(ns, gpu, datetime(2036, 7, 4, tzinfo=UTC))
+    barrier = threading.Barrier(2)
+    made, errors = [], []
+
+    def work():
+        try:
+            barrier.wait()
+            made.extend(partitions.ensure_months(date(2036, 7, 1), date(2036, 8, 1)))
+        except Exception as exc:  # reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(made) == ["quotas_usagesample_p2036_07", "quotas_usagesample_p2036_08"]
+    assert _where() == {"quotas_usagesample_p2036_07": 1}
+    partitions.drop_before(datetime(2037, 1, 1, tzinfo=UTC))
