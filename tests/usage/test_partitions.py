@@ -158,3 +158,32 @@ def test_two_workers_make_the_same_month_once(plan, gpu):
     assert sorted(made) == ["quotas_usagesample_p2036_07", "quotas_usagesample_p2036_08"]
     assert _where() == {"quotas_usagesample_p2036_07": 1}
     partitions.drop_before(datetime(2037, 1, 1, tzinfo=UTC))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_moves_the_samples_there_are_into_their_months(plan, gpu):
+    from django.db.migrations.executor import MigrationExecutor
+
+    ns = plan["team-a"]
+    before, after = ("usage", "0004_usagedaily_demand_counts"), ("usage", "0005_sample_partitions")
+    MigrationExecutor(connection).migrate([before])
+    try:
+        assert not partitions.partitioned()
+        with connection.cursor() as cursor:
+            for when, allocated in (("2040-01-31T23:00Z", 1), ("2040-02-01T00:00Z", 2)):
+                cursor.execute(
+                    "INSERT INTO quotas_usagesample (team_namespace_id, resource_id, "
+                    '"timestamp", allocated, pending, pending_pods, evictions, source) '
+                    "VALUES (%s, %s, %s, %s, 0, 0, 0, 'csv')",
+                    [ns.pk, gpu.pk, when, allocated],
+                )
+            cursor.execute("SELECT max(id) FROM quotas_usagesample")
+            (last_id,) = cursor.fetchone()
+    finally:
+        MigrationExecutor(connection).migrate([after])
+    assert partitions.partitioned()
+    assert _where() == {"quotas_usagesample_p2040_01": 1, "quotas_usagesample_p2040_02": 1}
+    # The ids go on from where they were.
+    _sample(ns, gpu, datetime(2040, 2, 2, tzinfo=UTC))
+    assert UsageSample.objects.get(timestamp=datetime(2040, 2, 2, tzinfo=UTC)).id > last_id
+    partitions.drop_before(datetime(2041, 1, 1, tzinfo=UTC))
