@@ -105,14 +105,21 @@ def test_quick_run_gathers_every_figure_into_one_results_file(bench_stores, tmp_
     p50, p95 = by_bench["apply"][0], by_bench["apply"][1]
     assert p50["value"] <= p95["value"]
     assert "growth" in by_bench["apply"][-1]["figure"]
-    # Usage: import, memory, rollup, suggestions, showback, each with its in-run baseline.
+    # Usage: import, memory, rollup, the reads, the size on disk, suggestions, showback, each
+    # with its in-run baseline but the size.
     assert [f["figure"].split(" (")[0] for f in by_bench["usage"]] == [
         "usage import",
         "usage import peak memory",
         "usage daily rollup",
+        "a namespace's month of samples",
+        "dashboard usage chart of a team",
+        "samples on disk",
         "suggestions",
         "showback",
     ]
+    disk = by_bench["usage"][5]
+    assert disk["unit"] == "MiB per million samples" and disk["value"] > 0
+    assert "month partitions" in disk["figure"]
     for fig in results["figures"]:
         if fig["baseline"]:
             assert fig["ratio"] == pytest.approx(fig["value"] / fig["baseline"], rel=0.02)
