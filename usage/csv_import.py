@@ -13,7 +13,7 @@ import csv
 import io
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from zoneinfo import ZoneInfo
 
@@ -22,6 +22,7 @@ from django.db import connection, transaction
 
 from quotas.models import Resource, TeamNamespace
 from usage.models import UsageSample, UsageSource
+from usage.partitions import ensure_months
 from usage.rollup import usage_rollup
 
 REQUIRED = ("timestamp", "cluster", "namespace", "resource", "allocated")
@@ -221,6 +222,12 @@ def usage_import_csv(
             stream.seek(start)
     if result is None:
         result = _import_rows(stream=stream, progress=progress)
+        if result.days:
+            # PostgreSQL: months without a partition took their samples in the default one;
+            # made now, they take them over (the COPY path makes them before writing).
+            first = min(first for first, _ in result.days.values())
+            last = max(last for _, last in result.days.values())
+            ensure_months(first - timedelta(days=1), last + timedelta(days=1))
     if rollup:
         for cluster_id, (first, last) in sorted(result.days.items()):
             usage_rollup(start=first, end=last, cluster_id=cluster_id)

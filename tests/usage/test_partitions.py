@@ -102,6 +102,14 @@ def test_an_import_writes_into_its_months(plan, gpu, monkeypatch, chunk, timesta
     assert _where() == {"quotas_usagesample_p2033_03": 2, "quotas_usagesample_p2033_04": 3}
 
 
+def test_an_import_row_by_row_moves_its_samples_into_their_months(plan, gpu):
+    lines = ["timestamp,cluster,namespace,resource,allocated"]
+    lines += [f"2033-0{m}-15T12:00:00Z,demo,team-a-training,nvidia.com/gpu,{m}" for m in (6, 7)]
+    result = usage_import_csv(stream=io.StringIO("\n".join(lines) + "\n"), copy=False)
+    assert result.method != "copy" and result.imported == 2
+    assert _where() == {"quotas_usagesample_p2033_06": 1, "quotas_usagesample_p2033_07": 1}
+
+
 def test_retention_drops_whole_months_and_keeps_the_month_it_cuts(plan, gpu, settings):
     ns = plan["team-a"]
     partitions.ensure_months(date(2034, 1, 1), date(2034, 3, 1))
