@@ -28,6 +28,7 @@ from quotas.kube.client import KubeError
 from quotas.models import Allocation, Cluster
 from usage.backtest import backtest_compute
 from usage.models import UsageSample
+from usage.partitions import ensure_months
 from usage.rollup import usage_rollup
 from usage.suggest import WHOLE_UNIT_KINDS
 from usage.suggestions import previous_month, suggestions_compute
@@ -109,6 +110,7 @@ def demo_history_import(
                 )
             )
     end = today - timedelta(days=1)
+    ensure_months(first_day - timedelta(days=1), today)  # PostgreSQL: the months they fill
     with transaction.atomic():
         UsageSample.objects.bulk_create(rows, batch_size=5000)
     usage_rollup(start=first_day, end=end, cluster_id=cluster.pk)

@@ -19,6 +19,7 @@ from django.db import transaction
 
 from quotas.models import Resource, TeamNamespace
 from usage.models import PrometheusSource, UsageSample, UsageSource
+from usage.partitions import ensure_months
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,8 @@ def usage_collect_prometheus(
     namespaces = dict(
         TeamNamespace.objects.filter(cluster_id=source.cluster_id).values_list("name", "id")
     )
+    # A back-fill's months (PostgreSQL), so its samples land in them.
+    ensure_months(start, end)
     own_client = client is None
     client = client or PrometheusClient(source.url)
     written = 0

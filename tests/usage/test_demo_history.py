@@ -8,9 +8,11 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
 from django.db.models import Count, Max, Min
 
 from quotas.models import Allocation, Cluster
+from usage import partitions
 from usage.demo_history import demo_history_import
 from usage.models import Suggestion, SuggestionBacktest, UsageDaily, UsageSample
 
@@ -31,6 +33,13 @@ def test_the_demo_starts_with_two_months_of_history_suggestions_and_their_backte
     assert history.namespaces == ["team-a-training", "team-b-inference", "team-c-dev"]
     assert (history.start, history.end) == (TODAY - timedelta(days=40), TODAY - timedelta(days=1))
     assert history.samples == 40 * 288 * 3
+    if connection.vendor == "postgresql":  # in the months' partitions, none in the default
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM quotas_usagesample_default")
+            assert cursor.fetchone()[0] == 0
+        assert {partitions.month_start(TODAY - timedelta(days=40)), date(2026, 12, 1)} <= {
+            p.month for p in partitions.partitions()
+        }
     caps = {
         a.team_namespace.name: a.cap
         for a in Allocation.objects.filter(team_namespace__cluster=demo).select_related(
