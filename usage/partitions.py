@@ -105,16 +105,22 @@ def ensure_months(first: date, last: date) -> list[str]:
     made. Idempotent, and safe against another worker doing the same."""
     if not partitioned():
         return []
-    made = []
+    wanted = []
     month, end = month_start(first), month_start(last)
+    while month <= end:
+        wanted.append(month)
+        month = next_month(month)
+    # Most calls (every Prometheus reading) find their months there: no lock, no transaction.
+    if not set(wanted) - {p.month for p in partitions()}:
+        return []
+    made = []
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_KEY])
         existing = {p.month for p in partitions()}
-        while month <= end:
+        for month in wanted:
             if month not in existing:
                 _make(cursor, month)
                 made.append(partition_name(month))
-            month = next_month(month)
     return made
 
 
