@@ -231,6 +231,7 @@ def check_change(
     changes: Sequence[PlanChange],
     usage: Iterable[UsageFacts] = (),
     jump_factor: Decimal = Decimal(2),
+    others: Iterable[AllocationFacts] = (),
 ) -> list[Finding]:
     """Findings for the plan after ``changes`` are applied on top of ``allocations``.
 
@@ -238,6 +239,12 @@ def check_change(
     resource (a later entry replaces an earlier one, so approved-but-not-applied values and
     active temporary grants can follow the stored rows). It may leave out the changed
     allocations: their ``current`` then stands in for them. Entries of other clusters are ignored.
+
+    ``others`` are the rest of the cluster's allocations, which no change touches and which
+    count only in the cluster's sums (guarantees against capacity, the highest priority class's
+    share, MIG layouts): each may stand for several allocations of one resource and set of
+    priority classes, summed, so a change costs what it touches, not the cluster's size. (The
+    MIG layouts count whole instances: summing whole amounts first gives the same counts.)
 
     Findings are about the changed allocations only, except the capacity sum, which is about
     each changed cluster and resource. A change never fails a rule it does not make worse: a
@@ -259,6 +266,8 @@ def check_change(
         baselines[key] = change.current if change.current is not None else before.get(key)
         after[key] = _applied(cluster, change, before.get(key))
 
+    others = [a for a in others if a.cluster == cluster.name]
+    summed_before, summed_after = [*before.values(), *others], [*after.values(), *others]
     peaks = _peaks_of(cluster, usage)
     findings: list[Finding] = []
     for key, baseline in baselines.items():
@@ -268,10 +277,10 @@ def check_change(
         )
         findings += _jump_findings(cluster, allocation, baseline, jump_factor=jump_factor)
     for resource in sorted({resource for _, resource in baselines}):
-        findings += _capacity_sum_change(cluster, resource, before.values(), after.values())
-        findings += _top_priority_findings(cluster, resource, after.values(), before.values())
+        findings += _capacity_sum_change(cluster, resource, summed_before, summed_after)
+        findings += _top_priority_findings(cluster, resource, summed_after, summed_before)
     findings += _mig_layout_change(
-        cluster, {resource for _, resource in baselines}, before.values(), after.values()
+        cluster, {resource for _, resource in baselines}, summed_before, summed_after
     )
     return sort_findings(findings)
 
