@@ -2,9 +2,11 @@
 
 Builds the facts the pure rules in quotas.rules work on from the database: the cluster's
 capacities and share, its current allocations (approved changes are written to allocations
-at approval, so they count at once), plus the guarantee temporary grants hold on top of them
-(the increase of a grant approved to start later, what a started grant that lowered an
-allocation gives back at its end), and last month's typical daily peaks from the usage rollups.
+at approval, so they count at once; those of the namespaces in question one by one, the rest
+summed, so a request costs what it touches, not the cluster's size), plus the guarantee
+temporary grants hold on top of them (the increase of a grant approved to start later, what a
+started grant that lowered an allocation gives back at its end), and last month's typical daily
+peaks of the namespaces in question from the usage rollups.
 """
 
 from collections import defaultdict
@@ -30,7 +32,7 @@ from quotas.rules import (
 from quotas.selectors import (
     TeamGpus,
     TeamTree,
-    allocation_facts_rows,
+    allocation_facts_of,
     ceiling_totals,
     cluster_facts,
     mig_resources_of,
@@ -82,12 +84,11 @@ def held_by_grants(cluster_ids: Iterable[int]) -> dict[tuple[str, str], Decimal]
 
 def _with_grants(
     clusters: dict[int, Cluster],
-    resources_by_cluster: dict[int, set[int]],
+    grant_lines: list[RequestLine],
     allocations: dict[int, dict[tuple[str, str], AllocationFacts]],
-    exclude_request_id: int | None,
 ) -> None:
     """Add what the temporary grants promise to the clusters' plans (in place), as ``held``
-    guarantee on top of the allocations.
+    guarantee on top of the allocations (read with their namespaces' allocations).
 
     A grant approved to start later applies on top of the allocation as it is at its start:
     its increase is promised already (a decrease frees nothing: it comes back at the end). A
@@ -95,10 +96,8 @@ def _with_grants(
     the allocation is then: that amount stays promised. (A started grant's increase is in
     the allocation itself.)
     """
-    for line in _grant_lines(clusters, exclude_request_id):
+    for line in grant_lines:
         cluster_id = line.team_namespace.cluster_id
-        if line.resource_id not in resources_by_cluster[cluster_id]:
-            continue  # the plans hold the resources in question only
         key = (line.team_namespace.name, line.resource.name)
         held = _held(line)
         if held <= 0:
@@ -117,67 +116,105 @@ def _with_grants(
 
 @dataclass
 class _ClusterPlan:
-    """What the rules need of one cluster: its facts and its plan, keyed by (namespace,
-    resource), for the resources in question."""
+    """What the rules need of one cluster: its facts; the allocations of the namespaces in
+    question (and of those temporary grants hold guarantee in), keyed by (namespace,
+    resource); and the rest of the cluster's allocations summed per resource and priority
+    classes (check_change's ``others``). Only the resources in question are read."""
 
     facts: ClusterFacts
     allocations: dict[tuple[str, str], AllocationFacts]
-    # Last month's typical daily peaks, for the "guarantee below 80% of peak" warning.
+    others: tuple[AllocationFacts, ...] = ()
+    # Last month's typical daily peaks of the namespaces in question, for the "guarantee
+    # below 80% of peak" warning.
     usage: tuple[UsageFacts, ...] = ()
 
 
 def _load_plans(
-    resources_by_cluster: dict[int, set[int]],
+    wanted: dict[int, dict[int, set[int]]],
     *,
     exclude_request_id: int | None = None,
     with_usage: bool = True,
 ) -> dict[int, _ClusterPlan]:
-    """The plans of the clusters in a fixed number of reads, however many clusters (the
-    clusters with their capacities, the allocations of the resources, the scheduled grants),
-    and with ``with_usage`` one read per cluster of the usage rollups that only feed
-    warnings."""
-    if not resources_by_cluster:
+    """The plans of the clusters, ``wanted`` naming per cluster id the resources in question
+    and, per resource id, the namespaces (ids) in question, in a fixed number of reads however
+    many clusters (the clusters with their capacities, the scheduled grants, the allocations
+    in question, the others summed), and with ``with_usage`` one read per cluster of the usage
+    rollups that only feed warnings. What is read grows with the namespaces in question, not
+    with the cluster: the other namespaces' allocations arrive summed."""
+    if not wanted:
         return {}
     # The capacities come with their clusters; a cluster with none recorded is read alone.
     clusters: dict[int, Cluster] = {}
     capacities_of: dict[int, list[ClusterCapacity]] = defaultdict(list)
-    for capacity in ClusterCapacity.objects.filter(
-        cluster_id__in=list(resources_by_cluster)
-    ).select_related("cluster", "resource"):
+    for capacity in ClusterCapacity.objects.filter(cluster_id__in=list(wanted)).select_related(
+        "cluster", "resource"
+    ):
         clusters.setdefault(capacity.cluster_id, capacity.cluster)
         capacities_of[capacity.cluster_id].append(capacity)
-    if missing := [pk for pk in resources_by_cluster if pk not in clusters]:
+    if missing := [pk for pk in wanted if pk not in clusters]:
         clusters.update(Cluster.objects.in_bulk(missing))
     # The MIG layout rule counts every MIG profile cut from the same cards as a touched one.
     read = {
-        pk: set(ids) | _same_cards(clusters[pk], capacities_of[pk], ids)
-        for pk, ids in resources_by_cluster.items()
+        pk: set(by_resource) | _same_cards(clusters[pk], capacities_of[pk], set(by_resource))
+        for pk, by_resource in wanted.items()
     }
+    resource_ids = {r for ids in read.values() for r in ids}
+    # Namespaces read one by one: those in question, and those grants hold guarantee in (the
+    # held amount lands on the allocation with its priority classes).
+    grant_lines = [
+        line
+        for line in _grant_lines(clusters, exclude_request_id)
+        if line.resource_id in read[line.team_namespace.cluster_id]
+    ]
+    namespace_ids = {
+        pk for by_resource in wanted.values() for ids in by_resource.values() for pk in ids
+    }
+    namespace_ids |= {line.team_namespace_id for line in grant_lines}
     allocations: dict[int, dict[tuple[str, str], AllocationFacts]] = defaultdict(dict)
-    current = Allocation.objects.filter(
-        team_namespace__cluster_id__in=list(resources_by_cluster),
-        resource_id__in={r for ids in read.values() for r in ids},
-    )
-    for cluster_id, resource_id, facts in allocation_facts_rows(current):
-        if resource_id in read[cluster_id]:
+    others: dict[int, list[AllocationFacts]] = defaultdict(list)
+    for cluster_id, resource_id, facts, summed in allocation_facts_of(
+        Allocation.objects.filter(
+            team_namespace__cluster_id__in=list(wanted), resource_id__in=resource_ids
+        ),
+        namespace_ids,
+    ):
+        if resource_id not in read[cluster_id]:
+            continue
+        if summed:
+            others[cluster_id].append(facts)
+        else:
             allocations[cluster_id][(facts.namespace, facts.resource)] = facts
-    _with_grants(clusters, read, allocations, exclude_request_id)
+    _with_grants(clusters, grant_lines, allocations)
     plans = {}
     top_classes = (
         top_priority_classes()
         if any(c.effective_top_priority_share is not None for c in clusters.values())
         else frozenset()
     )
-    for cluster_id in sorted(resources_by_cluster):
+    for cluster_id in sorted(wanted):
         cluster = clusters[cluster_id]
+        asked = {pk for ids in wanted[cluster_id].values() for pk in ids}
         plans[cluster_id] = _ClusterPlan(
             facts=cluster_facts(cluster, capacities_of[cluster_id], top_classes=top_classes),
             allocations=allocations[cluster_id],
-            usage=tuple(typical_daily_peaks(cluster=cluster, today=timezone.localdate()))
+            others=tuple(others[cluster_id]),
+            usage=tuple(
+                typical_daily_peaks(
+                    cluster=cluster, today=timezone.localdate(), namespace_ids=asked
+                )
+            )
             if with_usage
             else (),
         )
     return plans
+
+
+def _wanted(lines: Iterable[RequestLine]) -> dict[int, dict[int, set[int]]]:
+    """What _load_plans reads for these lines: per cluster id, per resource id, the namespaces."""
+    wanted: dict[int, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
+    for line in lines:
+        wanted[line.team_namespace.cluster_id][line.resource_id].add(line.team_namespace_id)
+    return wanted
 
 
 def _same_cards(cluster: Cluster, capacities: list[ClusterCapacity], ids) -> set[int]:
@@ -229,6 +266,7 @@ def _check(
         allocations=list(allocations.values()),
         changes=changes,
         usage=plan.usage,
+        others=plan.others,
     )
 
 
@@ -299,10 +337,7 @@ def validate_lines(
 ) -> list[Finding]:
     """Findings for the request's lines: requested values, or the decided ones when final."""
     by_cluster = _by_cluster(lines)
-    plans = _load_plans(
-        {c: {line.resource_id for line in ls} for c, ls in by_cluster.items()},
-        exclude_request_id=exclude_request_id,
-    )
+    plans = _load_plans(_wanted(lines), exclude_request_id=exclude_request_id)
     findings: list[Finding] = []
     for cluster_id, cluster_lines in sorted(by_cluster.items()):
         findings += _check(plans[cluster_id], cluster_lines, final=final)
@@ -334,9 +369,7 @@ def requests_fit_problems(
     ):
         lines_of[line.request_id].append(line)
     assuming = list(assuming)
-    wanted: dict[int, set[int]] = defaultdict(set)
-    for line in [*assuming, *(li for ls in lines_of.values() for li in ls)]:
-        wanted[line.team_namespace.cluster_id].add(line.resource_id)
+    wanted = _wanted([*assuming, *(line for ls in lines_of.values() for line in ls)])
     # Whether a request fits is a matter of errors; warnings (usage) are not read here.
     plans = _load_plans(wanted, with_usage=False)
     overlay: dict[int, dict[tuple[str, str], AllocationFacts]] = defaultdict(dict)

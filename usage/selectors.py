@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
@@ -49,13 +50,22 @@ class UsageDay:
     resource_id: int
 
 
-def usage_daily_for(*, cluster: Cluster | str, start: date, end: date) -> list[UsageDay]:
-    """Daily rollups of every team namespace of the cluster, ``start`` to ``end`` inclusive,
-    ordered by namespace, resource and day. Days without samples have no row."""
+def usage_daily_for(
+    *,
+    cluster: Cluster | str,
+    start: date,
+    end: date,
+    namespace_ids: Iterable[int] | None = None,
+) -> list[UsageDay]:
+    """Daily rollups of every team namespace of the cluster (or of ``namespace_ids``),
+    ``start`` to ``end`` inclusive, ordered by namespace, resource and day. Days without
+    samples have no row."""
     if isinstance(cluster, str):
         cluster_q = {"team_namespace__cluster__name": cluster}
     else:
         cluster_q = {"team_namespace__cluster": cluster}
+    if namespace_ids is not None:
+        cluster_q["team_namespace_id__in"] = list(namespace_ids)
     # Plain values, not model instances: a month of a thousand namespaces is 30,000 rows, and
     # building model objects (and related ones) was most of the time suggestions took.
     rows = (
@@ -102,11 +112,17 @@ PEAK_WINDOW_DAYS = 30
 TYPICAL_PEAK_PERCENTILE = Decimal("0.95")
 
 
-def typical_daily_peaks(*, cluster: Cluster, today: date) -> list[UsageFacts]:
-    """Per namespace and resource of the cluster: the p95 of the daily peaks over the 30 days
-    before ``today``, as the rules' usage facts. Namespaces without rollups are left out."""
+def typical_daily_peaks(
+    *, cluster: Cluster, today: date, namespace_ids: Iterable[int] | None = None
+) -> list[UsageFacts]:
+    """Per namespace (of the cluster, or of ``namespace_ids``) and resource: the p95 of the
+    daily peaks over the 30 days before ``today``, as the rules' usage facts. Namespaces
+    without rollups are left out."""
     days = usage_daily_for(
-        cluster=cluster, start=today - timedelta(days=PEAK_WINDOW_DAYS), end=today - timedelta(1)
+        cluster=cluster,
+        start=today - timedelta(days=PEAK_WINDOW_DAYS),
+        end=today - timedelta(1),
+        namespace_ids=namespace_ids,
     )
     peaks: dict[tuple[str, str], list[Decimal]] = defaultdict(list)
     for d in days:

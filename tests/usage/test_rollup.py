@@ -224,3 +224,10 @@ def test_usage_daily_for_and_typical_daily_peaks(ns_a, ns_b, gpu, alloc_a, alloc
         ("team-a-training", Decimal("18.05")),  # p95 of 0..19
         ("team-b-inference", Decimal(2)),
     ]
+    # A request's validation reads the namespaces in question only.
+    only_b = typical_daily_peaks(
+        cluster=cluster, today=DAY + timedelta(days=20), namespace_ids=[ns_b.pk]
+    )
+    assert [(f.namespace, f.typical_daily_peak) for f in only_b] == [
+        ("team-b-inference", Decimal(2))
+    ]
