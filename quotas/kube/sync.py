@@ -198,7 +198,8 @@ BACKEND_APIS = {
 SHARED_KINDS = frozenset({("v1", "ConfigMap")})
 # Beyond this many objects of a kind to read, one LIST is cheaper than a GET each.
 LIST_ABOVE = 20
-# Up to this many names written, a run reads only their records back (else all of them).
+# Up to this many names (namespaces) written, a run reads back only the records of those
+# names (namespaces); else all of them.
 RECORD_NAMES_MAX = 500
 
 
@@ -825,6 +826,10 @@ def _record(
             names = {o.key.name for o in written}
             if len(names) <= RECORD_NAMES_MAX:
                 rows = rows.filter(name__in=sorted(names))
+            # By namespace too: every namespace's quota may have the same name.
+            namespaces = {o.key.namespace for o in written}
+            if len(namespaces) <= RECORD_NAMES_MAX:
+                rows = rows.filter(namespace__in=sorted(namespaces))
             existing = {
                 ObjectKey.of_row(m): m
                 for m in rows.only("id", "api_version", "kind", "namespace", "name")
