@@ -6,9 +6,11 @@ approvals, on clusters of two sizes (how it grows with the cluster).
 Each approval is a team lead's one-line request (the cap moved by one GPU), submitted and then
 approved by a platform admin; the time runs from the admin's approve call to the request's
 status reading "applied" in the database, after the worker has synced the cluster (a test API
-server in its own process). Approvals run one after another, so the figure is the latency of
-one approval, not of a queue. The baseline is the round trip of a no-op task through the same
-broker and worker, measured in the same run: the least any queued design pays.
+server in its own process), on data the planner has statistics of (ANALYZE after it is built,
+as autovacuum gathers them on a running server). Approvals run one after another, so the
+figure is the latency of one approval, not of a queue. The baseline is the round trip of a
+no-op task through the same broker and worker, measured in the same run: the least any queued
+design pays.
 
 Database: a throw-away PostgreSQL database when BENCH_DATABASE_URL or DATABASE_URL names one,
 else SQLite. Broker: BENCH_BROKER_URL, else redis://127.0.0.1:6379/15 (that Redis database is
@@ -24,7 +26,15 @@ import time
 from pathlib import Path
 
 from bench.bench_sync import _make_cluster, _Server
-from bench.common import figure, percentile, quick, setup_django, throwaway_database, write_figures
+from bench.common import (
+    analyze,
+    figure,
+    percentile,
+    quick,
+    setup_django,
+    throwaway_database,
+    write_figures,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 LEADS = 10  # the approvals rotate over this many teams' namespaces
@@ -147,6 +157,7 @@ def build_cluster(namespaces: int, url: str) -> dict:
     run = cluster_sync(cluster_id=cluster.id, trigger="change")
     if run.status != "succeeded":
         raise RuntimeError(f"the first sync of {cluster.name} ended {run.status}")
+    analyze()
     gpu = Resource.objects.get(name="nvidia.com/gpu")
     return {"cluster": cluster, "admin": admin, "leads": leads, "gpu": gpu}
 
