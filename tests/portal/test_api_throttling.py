@@ -6,11 +6,13 @@ import os
 import subprocess
 import sys
 import uuid
+from types import SimpleNamespace
 
 import pytest
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
+from portal.api import throttling
 from portal.api.throttling import window_hit
 from portal.tokens import api_token_create
 
@@ -64,10 +66,25 @@ def test_failed_tokens_from_one_address_are_throttled_even_the_right_one(lead_a,
     assert get(good, address="10.1.0.2").status_code == 200
 
 
-def test_sixty_invalid_tokens_do_not_all_get_an_answer(lead_a):
+@pytest.fixture
+def clock(monkeypatch):
+    """The throttles' clock, set by the test: a fixed window does not end halfway through it
+    (sixty requests crossing a minute's end would meet two windows of twenty)."""
+    now = [1_800_000_000.0]  # the start of a minute
+    monkeypatch.setattr(throttling, "time", SimpleNamespace(time=lambda: now[0]))
+    return now
+
+
+def test_sixty_invalid_tokens_do_not_all_get_an_answer(lead_a, clock):
     statuses = [get(f"gqp_guess{i}").status_code for i in range(60)]
     assert statuses.count(401) == 20  # the default API_THROTTLE_TOKEN_FAILURE_RATE: 20/min
     assert set(statuses[20:]) == {429}
+    # Seconds before the minute ends the address still learns nothing; in the next, it may
+    # try twenty again.
+    clock[0] += 59
+    assert_throttled(get("gqp_guess-late"))
+    clock[0] += 1
+    assert get("gqp_guess-next").status_code == 401
 
 
 def test_requests_are_throttled_per_token(lead_a, rates):
