@@ -6,6 +6,7 @@ twice."""
 import io
 import random
 import tracemalloc
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -237,3 +238,29 @@ def test_copy_streams_the_file_with_bounded_memory(world, tmp_path, monkeypatch)
     small, large = peak_of(1_000), peak_of(8_000)
     # Eight times the rows (0.1 MB and 0.6 MB, 5 and 40 chunks), about the same memory.
     assert large < small * 2, (small, large)
+
+
+def test_a_file_repeating_a_stored_sample_the_probes_miss_is_upserted(world):
+    """New samples are inserted without ON CONFLICT when the rows looked up first are all new;
+    a stored sample among the others makes that insert fail, and the file is upserted."""
+    stored = "2025-03-01T00:05:00Z,demo,team-a-training,nvidia.com/gpu,4,,,"
+    usage_import_csv(stream=io.StringIO(f"{HEADER}\n{stored}\n"), rollup=False)
+    start = datetime(2025, 3, 2, tzinfo=UTC)
+    b_gpu = "demo,team-b-inference,nvidia.com/gpu"
+    rows = [
+        f"{start + timedelta(minutes=5 * i):%Y-%m-%dT%H:%M:%SZ},{b_gpu},1,,,"
+        for i in range(2 * csv_copy.PROBES)
+    ]
+    # Line 3 (the second row): the probes read every second line, from line 2.
+    rows.insert(1, stored.replace(",4,", ",6,"))
+    result = usage_import_csv(stream=io.StringIO("\n".join([HEADER, *rows]) + "\n"), rollup=False)
+    assert result.method == "copy" and result.imported == len(rows) and not result.errors
+    assert UsageSample.objects.count() == len(rows)
+    assert UsageSample.objects.get(team_namespace__name="team-a-training").allocated == 6
+    # The same file again: every probe finds its sample, and the values are replaced.
+    again = usage_import_csv(
+        stream=io.StringIO("\n".join([HEADER, *[r.replace(",1,", ",2,") for r in rows]]) + "\n"),
+        rollup=False,
+    )
+    assert again.imported == len(rows) and UsageSample.objects.count() == len(rows)
+    assert set(UsageSample.objects.values_list("allocated", flat=True)) == {2, 6}
