@@ -286,10 +286,11 @@ def _import(cursor, rows: int, position, naive) -> ImportResult:
     # The row counts of a staging table say nothing of how many rows pass the checks: the
     # planner would loop over the namespaces for each row instead of hashing them once.
     cursor.execute("SET LOCAL enable_nestloop = off")
-    # A file of new samples (most are) is inserted without ON CONFLICT, which cost a quarter of
-    # an import; one that repeats samples it looks like it does (or turns out to) is upserted.
-    fresh = not _seen_before(cursor, source, checked, cell("timestamp"), naive, rows)
     try:
+        # A file of new samples (most are) is inserted without ON CONFLICT, which cost a
+        # quarter of an import; one that repeats samples it looks like it does (or turns out
+        # to) is upserted.
+        fresh = not _seen_before(cursor, source, checked, cell("timestamp"), naive, rows)
         # Most files are plain throughout: one pass, when it writes a sample for every row.
         try:
             with transaction.atomic():

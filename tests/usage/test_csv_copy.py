@@ -264,3 +264,20 @@ def test_a_file_repeating_a_stored_sample_the_probes_miss_is_upserted(world):
     )
     assert again.imported == len(rows) and UsageSample.objects.count() == len(rows)
     assert set(UsageSample.objects.values_list("allocated", flat=True)) == {2, 6}
+
+
+def test_a_date_that_does_not_exist_goes_row_by_row_when_samples_are_stored(world):
+    """With samples stored, the probe of stored samples meets the file's cells first: a date
+    that does not exist still sends the file row by row, with its error."""
+    b_gpu = "demo,team-b-inference,nvidia.com/gpu"
+    stored = "\n".join(f"2025-03-01T00:{i:02d}:00Z,{b_gpu},4,,," for i in range(50))
+    usage_import_csv(stream=io.StringIO(f"{HEADER}\n{stored}\n"), rollup=False)
+    rows = [
+        "2025-03-01T00:05:00Z,demo,team-a-training,nvidia.com/gpu,4,,,",
+        "2025-02-30T00:00:00Z,demo,team-a-training,nvidia.com/gpu,4,,,",
+        "2025-03-01T00:10:00Z,demo,team-a-training,nvidia.com/gpu,5,,,",
+    ]
+    result = usage_import_csv(stream=io.StringIO("\n".join([HEADER, *rows]) + "\n"), rollup=False)
+    assert result.method == "rows" and result.imported == 2
+    assert [(e.line, e.field) for e in result.errors] == [(3, "timestamp")]
+    assert UsageSample.objects.count() == 52
