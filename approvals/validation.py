@@ -17,10 +17,10 @@ from fractions import Fraction
 
 from django.utils import timezone
 
-from approvals.budgets import gpus_of, held_caps, holding_grant_lines
+from approvals.budgets import HoldingLine, gpus_of, held_caps, holding_lines
 from approvals.models import QuotaRequest, RequestLine
 from quotas.budgets import CeilingChange, check_ceilings
-from quotas.models import Allocation, Cluster, ClusterCapacity
+from quotas.models import Cluster, ClusterCapacity
 from quotas.rules import (
     AllocationFacts,
     ClusterFacts,
@@ -43,48 +43,21 @@ from quotas.texts import localized_messages
 from usage.selectors import typical_daily_peaks
 
 
-def _grant_lines(clusters: dict[int, Cluster], exclude_request_id: int | None):
-    """Lines of the temporary grants that hold capacity on these clusters."""
-    return (
-        holding_grant_lines(exclude_request_id)
-        .filter(team_namespace__cluster_id__in=list(clusters))
-        # What _held and the plans read of a line (not the requests' findings or snapshots).
-        .only(
-            "team_namespace__cluster_id",
-            "team_namespace__name",
-            "team_namespace__workload_class",
-            "resource__name",
-            "request__status",
-            "current_guarantee",
-            "requested_guarantee",
-            "decided_guarantee",
-        )
-        .order_by("id")
-    )
-
-
-def _held(line: RequestLine) -> Decimal:
-    """The guarantee a temporary grant's line holds on top of the allocation (see
-    _with_grants); zero or less: none."""
-    change = line.final_guarantee - line.current_guarantee
-    return change if line.request.status == QuotaRequest.Status.APPROVED else -change
-
-
 def held_by_grants(cluster_ids: Iterable[int]) -> dict[tuple[str, str], Decimal]:
     """Per (cluster, resource) name, the guarantee temporary grants hold on top of the
     allocations: promised, though not (or no longer) in the allocations themselves."""
     clusters = Cluster.objects.in_bulk(list(cluster_ids))
     held: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
-    for line in _grant_lines(clusters, None):
-        amount = _held(line)
+    for line in holding_lines(cluster_ids=clusters):
+        amount = line.held_guarantee
         if amount > 0:
-            held[(clusters[line.team_namespace.cluster_id].name, line.resource.name)] += amount
+            held[(clusters[line.cluster_id].name, line.resource)] += amount
     return dict(held)
 
 
 def _with_grants(
     clusters: dict[int, Cluster],
-    grant_lines: list[RequestLine],
+    grant_lines: list[HoldingLine],
     allocations: dict[int, dict[tuple[str, str], AllocationFacts]],
 ) -> None:
     """Add what the temporary grants promise to the clusters' plans (in place), as ``held``
@@ -97,19 +70,18 @@ def _with_grants(
     the allocation itself.)
     """
     for line in grant_lines:
-        cluster_id = line.team_namespace.cluster_id
-        key = (line.team_namespace.name, line.resource.name)
-        held = _held(line)
+        key = (line.namespace, line.resource)
+        held = line.held_guarantee
         if held <= 0:
             continue
-        plan = allocations[cluster_id]
+        plan = allocations[line.cluster_id]
         now = plan.get(key) or AllocationFacts(
-            cluster=clusters[cluster_id].name,
+            cluster=clusters[line.cluster_id].name,
             namespace=key[0],
             resource=key[1],
             guarantee=Decimal(0),
             cap=Decimal(0),
-            workload_class=line.team_namespace.workload_class,
+            workload_class=line.workload_class,
         )
         plan[key] = replace(now, held=now.held + held)
 
@@ -163,20 +135,17 @@ def _load_plans(
     # held amount lands on the allocation with its priority classes).
     grant_lines = [
         line
-        for line in _grant_lines(clusters, exclude_request_id)
-        if line.resource_id in read[line.team_namespace.cluster_id]
+        for line in holding_lines(cluster_ids=clusters, exclude_request_id=exclude_request_id)
+        if line.resource_id in read[line.cluster_id]
     ]
     namespace_ids = {
         pk for by_resource in wanted.values() for ids in by_resource.values() for pk in ids
     }
-    namespace_ids |= {line.team_namespace_id for line in grant_lines}
+    namespace_ids |= {line.namespace_id for line in grant_lines}
     allocations: dict[int, dict[tuple[str, str], AllocationFacts]] = defaultdict(dict)
     others: dict[int, list[AllocationFacts]] = defaultdict(list)
     for cluster_id, resource_id, facts, summed in allocation_facts_of(
-        Allocation.objects.filter(
-            team_namespace__cluster_id__in=list(wanted), resource_id__in=resource_ids
-        ),
-        namespace_ids,
+        wanted, resource_ids, namespace_ids
     ):
         if resource_id not in read[cluster_id]:
             continue

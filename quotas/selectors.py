@@ -1,5 +1,6 @@
 """Reads of quota data, scoped to what the asking user may see (shared by UI and API)."""
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -7,8 +8,10 @@ from decimal import Decimal
 from fractions import Fraction
 from functools import cached_property
 
-from django.db.models import Case, F, Max, Q, QuerySet, Sum, Value, When
+from django.db import connection
+from django.db.models import QuerySet, Sum
 
+from common.sql import db_decimal, in_list
 from quotas.budgets import CeilingFacts, gpus_per_unit
 from quotas.mig import CARD_MODELS, LayoutPlan, mig_profile_of, plan_layout
 from quotas.models import (
@@ -308,59 +311,60 @@ def allocation_facts_rows(
 
 
 def allocation_facts_of(
-    allocations: QuerySet[Allocation], namespace_ids: Iterable[int]
+    cluster_ids: Iterable[int], resource_ids: Iterable[int], namespace_ids: Iterable[int]
 ) -> Iterator[tuple[int, int, AllocationFacts, bool]]:
-    """(cluster id, resource id, facts, summed) of the allocations, in one grouped query:
-    those of ``namespace_ids`` one by one, as allocation_facts gives them (summed False); the
-    others summed per cluster, resource and set of priority classes, with no namespace (summed
-    True): what the plan rules count of allocations no change touches (check_change's
-    ``others``). A few rows per resource however many namespaces the cluster has."""
-    ids = list(namespace_ids)
-    asked = Q(team_namespace_id__in=ids) if ids else Q(pk__in=[])
+    """(cluster id, resource id, facts, summed) of the allocations of these resources on
+    these clusters, in one grouped query: those of ``namespace_ids`` one by one, as
+    allocation_facts gives them (summed False); the others summed per cluster, resource and
+    set of priority classes, with no namespace (summed True): what the plan rules count of
+    allocations no change touches (check_change's ``others``). A few rows per resource
+    however many namespaces the cluster has.
 
-    def of_asked(field: str, otherwise=None) -> Max:
-        # One allocation per group of an asked namespace: its own value; none for the others.
-        if otherwise is None:
-            return Max(Case(When(asked, then=F(field))))
-        return Max(Case(When(asked, then=F(field)), default=Value(otherwise)))
-
-    # Grouped by ids and the priority classes only (the names follow the ids): a narrow key
-    # the database hashes quickly.
-    rows = (
-        allocations.order_by()
-        .values(
-            "team_namespace__cluster_id",
-            "resource_id",
-            "priority_classes",
-            asked_id=Case(When(asked, then=F("id"))),
-        )
-        .annotate(
-            cluster_name=Max("team_namespace__cluster__name"),
-            resource_name=Max("resource__name"),
-            unit=Max("resource__unit"),
-            namespace=of_asked("team_namespace__name", ""),
-            workload_class=of_asked("team_namespace__workload_class", ""),
-            asked_per_pod_max=of_asked("per_pod_max"),
-            guarantee_sum=Sum("guarantee"),
-            cap_sum=Sum("cap"),
-        )
-    )
+    Written in SQL (the same on PostgreSQL and SQLite): the plan check of every list page
+    and the API's fits_plan run it, and the ORM took three times the query's own time to
+    build and compile it."""
+    clusters, resources, asked = list(cluster_ids), list(resource_ids), list(namespace_ids)
+    if not clusters or not resources:
+        return
+    allocation, namespace = Allocation._meta.db_table, TeamNamespace._meta.db_table
+    cluster, resource = Cluster._meta.db_table, Resource._meta.db_table
+    # Grouped by ids and the priority classes (the names follow the ids): a narrow key the
+    # database hashes quickly. A group of an asked namespace holds its one allocation, so
+    # its maxima are that allocation's own values.
+    asked_id = f"CASE WHEN a.team_namespace_id {in_list(asked)} THEN a.id END" if asked else "NULL"
+    sql = f"""
+        SELECT tn.cluster_id, a.resource_id, a.priority_classes, {asked_id},
+            MAX(c.name), MAX(r.name), MAX(r.unit), MAX(tn.name), MAX(tn.workload_class),
+            MAX(a.per_pod_max), SUM(a.guarantee), SUM(a.cap)
+        FROM {allocation} a
+        JOIN {namespace} tn ON tn.id = a.team_namespace_id
+        JOIN {cluster} c ON c.id = tn.cluster_id
+        JOIN {resource} r ON r.id = a.resource_id
+        WHERE tn.cluster_id {in_list(clusters)} AND a.resource_id {in_list(resources)}
+        GROUP BY 1, 2, 3, 4
+    """  # noqa: S608 - the models' table names and placeholders: no value is written in
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*asked, *clusters, *resources])
+        rows = cursor.fetchall()
     for row in rows:
+        cluster_id, resource_id, classes, asked_pk, cluster_name, resource_name, unit = row[:7]
+        namespace_name, workload_class, per_pod_max, guarantee, cap = row[7:]
+        summed = asked_pk is None
         yield (
-            row["team_namespace__cluster_id"],
-            row["resource_id"],
+            cluster_id,
+            resource_id,
             AllocationFacts(
-                cluster=row["cluster_name"],
-                namespace=row["namespace"],
-                resource=row["resource_name"],
-                guarantee=row["guarantee_sum"],
-                cap=row["cap_sum"],
-                per_pod_max=row["asked_per_pod_max"],
-                workload_class=row["workload_class"],
-                unit=row["unit"],
-                priority_classes=frozenset(row["priority_classes"] or ()),
+                cluster=cluster_name,
+                namespace="" if summed else namespace_name,
+                resource=resource_name,
+                guarantee=db_decimal(guarantee),
+                cap=db_decimal(cap),
+                per_pod_max=None if summed else db_decimal(per_pod_max),
+                workload_class="" if summed else workload_class,
+                unit=unit,
+                priority_classes=frozenset(json.loads(classes) if classes else ()),
             ),
-            row["asked_id"] is None,
+            summed,
         )
 
 
