@@ -142,6 +142,9 @@ class Command(BaseCommand):
         stamp.write_text(sources)
 
     def handle(self, *args, **options) -> None:
+        if options["real_cluster"]:
+            # Said before the minute of migrating and loading the demo, not after it.
+            self._require_control_plane()
         # The system checks' findings are said once, in the summary at the end.
         self._notes = self._check_notes()
         call_command("migrate", interactive=False, verbosity=0, skip_checks=True)
@@ -346,11 +349,9 @@ class Command(BaseCommand):
             sys.exit(exit_code)
         self.stdout.write("Stopped.")
 
-    def _start_control_plane(self, var_dir: Path):
-        """The real control plane, fresh (its etcd and certificates made anew each run), with
-        cluster ``demo`` pointed at it."""
+    def _require_control_plane(self) -> None:
         try:
-            from controlplane.launcher import ControlPlane, available
+            from controlplane.launcher import available
         except ImportError as exc:
             raise CommandError(f"--real-cluster needs the controlplane package: {exc}") from exc
         if not available():
@@ -358,6 +359,12 @@ class Command(BaseCommand):
                 "--real-cluster: the control plane is not built; run `make controlplane` "
                 "(needs Go 1.26, about 11 minutes the first time)"
             )
+
+    def _start_control_plane(self, var_dir: Path):
+        """The real control plane, fresh (its etcd and certificates made anew each run), with
+        cluster ``demo`` pointed at it."""
+        self._require_control_plane()
+        from controlplane.launcher import ControlPlane
         from quotas.models import Cluster
 
         workdir = var_dir / "controlplane"
