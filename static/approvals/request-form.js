@@ -187,6 +187,7 @@
     body.delete("action");
     if (withClusters) body.set("clusters", "1");
     status.textContent = form.dataset.textChecking;
+    impact.setAttribute("aria-busy", "true");  // until the newest check's answer is in place
     try {
       const response = await fetch(form.dataset.validateUrl, {
         method: "POST",
@@ -205,6 +206,8 @@
       apply(answer);
     } catch (err) {
       if (err.name !== "AbortError" && mine === sequence) status.textContent = form.dataset.textFailed;
+    } finally {
+      if (mine === sequence) impact.removeAttribute("aria-busy");
     }
   }
 

@@ -38,3 +38,18 @@ def live_check_answered(page, values: dict[str, str], timeout: float = 120_000):
         )
 
     return page.expect_response(carries_the_values, timeout=timeout)
+
+
+# Nothing the page fills in after loading is still on its way: no region is aria-busy (the
+# dashboard's waiting lists, the request form's check) and every chart is drawn.
+SETTLED = (
+    "() => !document.querySelector('[aria-busy=true]') && [...document.querySelectorAll('.chart')]"
+    ".every(c => c.dataset.drawn === 'true' || !c.closest('body'))"
+)
+
+
+def wait_until_settled(page, timeout: float = 30_000) -> None:
+    """Until a page just loaded has filled in what it fetches and draws by itself, as the page
+    itself tells (Playwright's "networkidle" would wait half a second after its last request,
+    on every page, and not know about drawing)."""
+    page.wait_for_function(SETTLED, timeout=timeout)

@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from approvals.models import QuotaRequest
 from portal.models import ApiToken
-from tests.support.browser import watch_csp
+from tests.support.browser import wait_until_settled, watch_csp
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,7 +23,7 @@ def test_no_page_violates_the_content_security_policy(
     assert lead.request.get("/login/").headers["content-security-policy"].startswith("default-src")
     for url in ("/", "/requests/", "/tokens/"):
         lead.goto(url)
-        lead.wait_for_load_state("networkidle")
+        wait_until_settled(lead)
 
     # The request form's script runs from its file: choosing a line fills in its current values.
     lead.goto("/requests/new/")
@@ -54,7 +54,7 @@ def test_no_page_violates_the_content_security_policy(
         "/tokens/",
     ):
         admin_page.goto(url)
-        admin_page.wait_for_load_state("networkidle")
+        wait_until_settled(admin_page)
     assert QuotaRequest.objects.filter(pk=request_id).exists()
     assert lead_violations == [] and admin_violations == []
 

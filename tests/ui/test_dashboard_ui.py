@@ -6,7 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from quotas.models import TeamMembership
-from tests.support.browser import watch_csp
+from tests.support.browser import wait_until_settled, watch_csp
 from tests.support.people import make_user
 from tests.support.worlds import grow_world
 
@@ -61,7 +61,7 @@ def test_the_dashboard_and_cluster_charts_draw_offline_without_csp_violations(
     page.screenshot(path=str(artifacts / "clusters.png"), full_page=True)
     for url in ("/clusters/c1/", "/summary/"):
         page.goto(url)
-        page.wait_for_load_state("networkidle")
+        wait_until_settled(page)
     assert violations == [] and external == []
 
 
@@ -84,7 +84,7 @@ def test_wide_tables_stack_inside_their_card_at_390px(
     context, page = phone_session(browser, live_server, username)
     try:
         page.goto(url)
-        page.wait_for_load_state("networkidle")
+        wait_until_settled(page)
         boxes = page.eval_on_selector_all(
             ".table-scroll",
             """els => els.filter(e => e.offsetParent !== null).map(e => ({

@@ -22,6 +22,7 @@ from approvals.lines import LineInput
 from approvals.models import ApprovalPolicy
 from portal.tokens import api_token_create
 from quotas.models import Cluster, Resource, Team, TeamNamespace
+from tests.support.browser import wait_until_settled
 from tests.support.widths import (
     CHECK_CHARTS,
     CHECK_PAGE,
@@ -150,15 +151,6 @@ def _pages(world: dict) -> list[tuple[str, str]]:
     ]
 
 
-def _wait_for_charts(page) -> None:
-    page.wait_for_load_state("networkidle")
-    page.wait_for_function(
-        "() => [...document.querySelectorAll('.chart')].every("
-        "c => c.dataset.drawn === 'true' || !c.closest('body'))",
-        timeout=30_000,
-    )
-
-
 @pytest.mark.parametrize("language", list(LOCALES))
 @pytest.mark.parametrize("username", ["lead-a", "admin", "viewer"])
 def test_every_page_fits_a_laptop_and_a_phone(
@@ -198,7 +190,7 @@ def test_every_page_fits_a_laptop_and_a_phone(
                         value=str(demo_world["gpu"])
                     )
                     page.locator("[data-testid=impact] [data-testid=what-if-table]").wait_for()
-                _wait_for_charts(page)
+                wait_until_settled(page)
                 # What a click shows counts too: the charts' figures, a suggestion's figures.
                 page.evaluate(
                     "document.querySelectorAll('details').forEach(d => { d.open = true; })"
