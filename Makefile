@@ -33,10 +33,13 @@ run: $(STAMP)
 
 # Every test but the CI-only ones, in parallel (pytest-xdist, each worker on its own test
 # database, files and broker: tests/support/workers.py): one worker more than there are cores,
-# up to 8, since a part of the suite waits on browsers, servers and subprocesses.
+# up to 8, since a part of the suite waits on browsers, servers and subprocesses. An idle
+# worker takes tests queued for a busy one (worksteal): the long tests no longer end the run
+# on one worker while the others wait.
 TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(8, len(os.sched_getaffinity(0)) + 1))')
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --maxprocesses=8 -m "not ci_only" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --maxprocesses=8 --dist worksteal -m "not ci_only" \
+		$(PYTEST_ARGS)
 
 # What CI runs besides `make test`: the tests marked ci_only, i.e. tests/real on the real control
 # plane (built by `make controlplane`), the 75-second soak and the benchmarks' timed runs; one
