@@ -1,9 +1,12 @@
 """The API's own pages: the root (/api/v1/) listing every endpoint, and the docs page."""
 
 import re
+from typing import ClassVar
 
+from django.conf import settings
 from django.http import JsonResponse
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import translation
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema, inline_serializer
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
@@ -100,7 +103,34 @@ class _ErrorsAsJson:
 
 
 class ApiSchema(_ErrorsAsJson, SpectacularAPIView):
-    """The OpenAPI 3 document: YAML by default, JSON with ?format=json or Accept."""
+    """The OpenAPI 3 document: YAML by default, JSON with ?format=json or Accept.
+
+    The document is a function of the code, the settings and the language alone: it is public
+    (SERVE_PUBLIC), listing every operation whoever asks, and no view's schema reads the
+    database or the user. So each process builds it once per language of the portal (100 to
+    700 ms of generation, on a URL anyone may ask) and renders it for every request; another
+    ``?lang=`` or a ``?version=`` is built for its request only."""
+
+    _documents: ClassVar[dict[str, dict]] = {}
+
+    def _get_schema_response(self, request):
+        version = self.api_version or request.version or self._get_version_parameter(request)
+        language = translation.get_language()
+        kept = version is None and language in dict(settings.LANGUAGES)
+        document = self._documents.get(language) if kept else None
+        if document is None:
+            generator = self.generator_class(
+                urlconf=self.urlconf, api_version=version, patterns=self.patterns
+            )
+            document = generator.get_schema(request=request, public=self.serve_public)
+            if kept:
+                self._documents[language] = document
+        return Response(
+            data=document,
+            headers={
+                "Content-Disposition": f'inline; filename="{self._get_filename(request, version)}"'
+            },
+        )
 
 
 class ApiDocs(_ErrorsAsJson, SpectacularSwaggerView):

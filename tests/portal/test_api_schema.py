@@ -270,3 +270,21 @@ def test_a_path_no_endpoint_takes_is_a_json_404(plan, admin):
             "message": f"no API endpoint at {path}; GET /api/v1/ lists them",
             "extra": {"code": "not_found"},
         }
+
+
+def test_the_kept_document_is_the_same_for_everyone_and_in_each_language(admin, lead_c):
+    """Each process builds the document once per language: whoever asks first, an anonymous
+    visitor, a lead or an admin gets the same one, and a language never the other's."""
+    anonymous, lead, platform_admin = APIClient(), as_user(lead_c), as_user(admin)
+    english = anonymous.get("/api/schema/", {"format": "json"}, HTTP_ACCEPT_LANGUAGE="en")
+    chinese = lead.get("/api/schema/", {"format": "json", "lang": "zh-hans"})
+    again = platform_admin.get("/api/schema/", {"format": "json"}, HTTP_ACCEPT_LANGUAGE="en")
+    by_header = anonymous.get("/api/schema/", {"format": "json"}, HTTP_ACCEPT_LANGUAGE="zh-CN")
+    assert english.status_code == chinese.status_code == 200
+    assert again.content == english.content
+    assert by_header.content == chinese.content != english.content
+    # Another version than the portal's is built for its request, not kept.
+    odd = anonymous.get("/api/schema/", {"format": "json", "version": "9"})
+    assert odd.status_code == 200 and odd.json()["info"]["version"] == "1 (9)"
+    after = anonymous.get("/api/schema/", {"format": "json"}, HTTP_ACCEPT_LANGUAGE="en")
+    assert after.content == english.content
