@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from common.migrating import tables_made
+
 
 @dataclass(frozen=True)
 class DefaultSchedule:
@@ -82,10 +84,14 @@ DEFAULT_SCHEDULES: list[DefaultSchedule] = [
 ]
 
 
-def ensure_default_schedules(**_kwargs) -> int:
-    """Create the default periodic tasks that do not exist yet; returns how many were created."""
+def ensure_default_schedules(*, apps=None, **_kwargs) -> int:
+    """Create the default periodic tasks that do not exist yet; returns how many were created.
+    After a migrate (``apps``): not before django_celery_beat's tables are made."""
     from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
+    beat = ("PeriodicTask", "CrontabSchedule", "IntervalSchedule")
+    if not tables_made(apps, *(f"django_celery_beat.{model}" for model in beat)):
+        return 0
     created = 0
     for entry in DEFAULT_SCHEDULES:
         if PeriodicTask.objects.filter(name=entry.name).exists():

@@ -3,6 +3,8 @@
 from django.contrib.auth.models import AnonymousUser, Group, User
 from django.db.models import Q, QuerySet
 
+from common.migrating import tables_made
+
 PLATFORM_ADMINS = "platform-admins"
 AUDITORS = "auditors"
 
@@ -58,10 +60,13 @@ ADMIN_MANAGED_APPS = (
 )
 
 
-def sync_role_permissions(**_kwargs) -> None:
-    """Give the role groups their Django permissions (after every migrate; idempotent)."""
+def sync_role_permissions(*, apps=None, **_kwargs) -> None:
+    """Give the role groups their Django permissions (after every migrate; idempotent). Not
+    before auth's and contenttypes' tables are made."""
     from django.contrib.auth.models import Permission
 
+    if not tables_made(apps, "auth.Group", "auth.Permission", "contenttypes.ContentType"):
+        return
     admins, auditors = ensure_role_groups()
     managed = Permission.objects.filter(content_type__app_label__in=ADMIN_MANAGED_APPS)
     user_views = Permission.objects.filter(
