@@ -362,8 +362,7 @@ class Command(BaseCommand):
 
     def _start_control_plane(self, var_dir: Path):
         """The real control plane, fresh (its etcd and certificates made anew each run), with
-        cluster ``demo`` pointed at it."""
-        self._require_control_plane()
+        cluster ``demo`` pointed at it (handle() has made sure it is built)."""
         from controlplane.launcher import ControlPlane
         from quotas.models import Cluster
 
