@@ -23,7 +23,9 @@ What each figure of a day (in ``TIME_ZONE``) of one team namespace and resource 
 On PostgreSQL one ``INSERT ... SELECT ... ON CONFLICT`` computes a whole day range in the
 database, in one pass over the samples: a window gives each sample its time (the rows come out
 of it ordered by namespace, resource, source and day, so the grouping needs no second sort),
-one join gives it the guarantee in force, one grouping per source and day gives every figure,
+one join gives it the guarantee in force, one grouping per source and day gives every figure
+(the demand counts too: each group keeps its samples' demands, counted for the picked source
+only, instead of a second pass over the samples, which cost a tenth of the rollup),
 and the figures across sources (utilization, memory, evictions) are sums of the per-source
 groups; elsewhere (the SQLite demo) the same figures are computed in Python, one namespace
 and resource at a time. ``tests/usage/test_rollup.py`` checks both agree.
@@ -137,7 +139,8 @@ per_source AS (
            max(pending) AS pending_peak,
            sum(utilization) AS utilization_sum, count(utilization) AS utilization_n,
            sum(memory_used_mib) AS memory_sum, count(memory_used_mib) AS memory_n,
-           sum(evictions) AS evictions
+           sum(evictions) AS evictions,
+           array_agg(allocated + pending) AS demands
     FROM samples
     GROUP BY team_namespace_id, resource_id, source, day
 ),
@@ -152,20 +155,6 @@ ranked AS (
                                                    WHEN 'prometheus' THEN 1 ELSE 2 END) AS pick
     FROM per_source p
     WINDOW d AS (PARTITION BY team_namespace_id, resource_id, day)
-),
-demand AS (
-    SELECT team_namespace_id, resource_id, source, day,
-           jsonb_object_agg(demand::text, n) AS counts
-    FROM (
-        SELECT s.team_namespace_id, s.resource_id, s.source,
-               (s."timestamp" AT TIME ZONE %(tz)s)::date AS day,
-               s.allocated + s.pending AS demand, count(*) AS n
-        FROM quotas_usagesample s
-        {cluster_join}
-        WHERE s."timestamp" >= %(lo)s AND s."timestamp" < %(hi)s {cluster_where}
-        GROUP BY 1, 2, 3, 4, 5
-    ) counted
-    GROUP BY 1, 2, 3, 4
 )
 INSERT INTO quotas_usagedaily (
     team_namespace_id, resource_id, day, source, samples, peak, p95, mean, utilization_mean,
@@ -176,10 +165,11 @@ SELECT c.team_namespace_id, c.resource_id, c.day, c.source, c.samples, c.peak,
        round(c.p95::numeric, 3), round(c.mean, 3), round(c.utilization_all, 2),
        round(c.memory_all, 1), round(c.gpu_hours, 3), round(c.borrowed, 3), round(c.idle, 3),
        coalesce(v.guarantee, 0), c.wait_max, round(c.wait_mean), c.pending_peak,
-       c.evictions_all, h.counts, now()
+       c.evictions_all,
+       (SELECT jsonb_object_agg(demand::text, n)
+        FROM (SELECT demand, count(*) AS n FROM unnest(c.demands) demand GROUP BY demand) counted),
+       now()
 FROM ranked c
-JOIN demand h ON h.team_namespace_id = c.team_namespace_id AND h.resource_id = c.resource_id
-    AND h.source = c.source AND h.day = c.day
 LEFT JOIN versions v ON v.team_namespace_id = c.team_namespace_id
     AND v.resource_id = c.resource_id
     AND c.last_at >= v.valid_from AND c.last_at < v.valid_to
