@@ -1,8 +1,15 @@
 """The usage import on PostgreSQL: the file COPYed as it is into a staging table of text
-columns, the rows checked and converted in SQL, and one write into the samples: a plain INSERT
-when a thousand of the file's rows, looked up by the samples' key, are all new (a first import,
-most are; ON CONFLICT cost a quarter of the import), else, or when that insert meets a stored
-sample after all, an upsert.
+columns, the rows checked and converted in SQL into a second table, and one write into the
+samples: a plain INSERT when a thousand of the file's rows, looked up by the samples' key, are
+all new (a first import, most are; ON CONFLICT cost a quarter of the import), else, or when
+that insert meets a stored sample after all, an upsert.
+
+The checks and conversions are most of the work, and they run in parallel: the staging table is
+an unlogged table of the import's own (``usage_import_raw_<backend pid>``), which PostgreSQL's
+parallel workers may read (a temporary one they may not), and the converted rows are made by a
+``CREATE TABLE AS``, which may use them (an ``INSERT`` may not). On two cores this took a
+first import of 2.88 M rows from 25 s to 17 s. A staging table left by an import that died with
+its connection is dropped by the next import.
 
 What the SQL converts it must convert exactly as the row-by-row path (csv_import._parse) would,
 so it takes only the plain forms whose meaning is beyond doubt: ``2025-01-01T00:05:00`` (with
@@ -120,18 +127,19 @@ def usage_import_copy(
     naive = _fixed_offset(settings.TIME_ZONE)
     try:
         with connection.cursor() as cursor:
+            raw = _staging_table(cursor)
             try:
                 months = _Months(position)
                 with transaction.atomic():
-                    rows = _load(cursor, stream, header, first, progress, months)
+                    rows = _load(cursor, raw, stream, header, first, progress, months)
                 # The months of the file made before the import's transaction: making one
                 # locks the samples table until its transaction ends.
-                _ensure_months(cursor, position, months.found)
+                _ensure_months(cursor, raw, position, months.found)
                 with transaction.atomic():
-                    return _import(cursor, rows, position, naive)
+                    return _import(cursor, raw, rows, position, naive)
             finally:
                 with contextlib.suppress(DatabaseError, TransactionManagementError):
-                    cursor.execute("DROP TABLE IF EXISTS usage_import_raw")
+                    cursor.execute(f"DROP TABLE IF EXISTS {raw}")
     except _Refused:
         return None
 
@@ -162,21 +170,53 @@ class _Months:
             self.feed(self._tail + "\n")
 
 
-def _load(cursor, stream, header, first, progress, months: _Months) -> int:
-    """The file COPYed into usage_import_raw, a text cell per column: its number of rows."""
-    raw_columns = [f"c{i}" for i in range(len(header))]
-    # Left by an earlier import in the same (outer) transaction.
-    cursor.execute("DROP TABLE IF EXISTS usage_import_raw, usage_import_rows")
+STAGING = "usage_import_raw_"
+
+
+def _staging_table(cursor) -> str:
+    """The name of this connection's staging table, after dropping the ones of connections
+    that are gone (an import that died with its connection leaves its table behind: an
+    unlogged table, unlike a temporary one, outlives its session)."""
     cursor.execute(
-        "CREATE TEMPORARY TABLE usage_import_raw (line bigint GENERATED ALWAYS AS IDENTITY "
-        f"(START 2), {', '.join(f'{c} text' for c in raw_columns)})"
+        """
+        SELECT c.relname FROM pg_class c
+        WHERE c.relname LIKE %s AND c.relkind = 'r' AND c.relpersistence = 'u'
+            AND c.relnamespace = current_schema()::regnamespace
+            AND substr(c.relname, %s) NOT IN (
+                SELECT pid::text FROM pg_stat_activity WHERE pid <> pg_backend_pid())
+        """,
+        [STAGING.replace("_", r"\_") + "%", len(STAGING) + 1],
     )
+    for (name,) in cursor.fetchall():
+        if name[len(STAGING) :].isdigit():
+            cursor.execute(f'DROP TABLE IF EXISTS "{name}"')
+    return f"{STAGING}{connection.connection.info.backend_pid}"
+
+
+def _load(cursor, raw: str, stream, header, first, progress, months: _Months) -> int:
+    """The file COPYed into the staging table ``raw``, a text cell per column: its number of
+    rows."""
+    raw_columns = [f"c{i}" for i in range(len(header))]
+    cursor.execute("DROP TABLE IF EXISTS usage_import_rows, usage_import_plain")
+    columns = (
+        f"(line bigint GENERATED ALWAYS AS IDENTITY (START 2), "
+        f"{', '.join(f'{c} text' for c in raw_columns)})"
+    )
+    try:
+        with transaction.atomic():
+            cursor.execute(f"CREATE UNLOGGED TABLE {raw} {columns}")
+    except DatabaseError as exc:
+        if not isinstance(exc.__cause__, psycopg.errors.InsufficientPrivilege):
+            raise
+        # A role that may not create tables in its schema: a temporary table (the checks
+        # then run serially, as before).
+        cursor.execute(f"CREATE TEMPORARY TABLE {raw} {columns}")
     read, lines, quoted = len(first), 0, False
     try:
         with (
             transaction.atomic(),
             cursor.cursor.copy(
-                f"COPY usage_import_raw ({', '.join(raw_columns)}) FROM STDIN WITH (FORMAT csv)",
+                f"COPY {raw} ({', '.join(raw_columns)}) FROM STDIN WITH (FORMAT csv)",
                 # Written as it comes: psycopg's default writer queues blocks for a thread,
                 # and a file read faster than the server takes it would pile up in memory.
                 writer=LibpqWriter(cursor.cursor),
@@ -194,19 +234,19 @@ def _load(cursor, stream, header, first, progress, months: _Months) -> int:
         raise _Refused(str(exc)) from None
     months.close()
     # The planner's row counts: without them it would loop over the namespaces per row.
-    cursor.execute("ANALYZE usage_import_raw")
-    cursor.execute("SELECT last_value, is_called FROM usage_import_raw_line_seq")
+    cursor.execute(f"ANALYZE {raw}")
+    cursor.execute(f"SELECT last_value, is_called FROM {raw}_line_seq")
     last, called = cursor.fetchone()
     if quoted:
         # A quoted cell holding a line break would move every later line number.
         cells = " OR ".join(f"strpos({c}, E'\\n') > 0" for c in raw_columns)
-        cursor.execute(f"SELECT EXISTS (SELECT 1 FROM usage_import_raw WHERE {cells})")
+        cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {raw} WHERE {cells})")
         if cursor.fetchone()[0]:
             raise _Refused("a cell holds a line break")
     return last - 1 if called else 0
 
 
-def _ensure_months(cursor, position: dict[str, int], found: set[str] | None) -> None:
+def _ensure_months(cursor, raw: str, position: dict[str, int], found: set[str] | None) -> None:
     """The month partitions of the file's first to last month, and one on either side (an
     offset can move an instant into the next or the previous UTC month). Read from the
     cells' text: a row the rules parse later may still land in the default partition."""
@@ -215,7 +255,7 @@ def _ensure_months(cursor, position: dict[str, int], found: set[str] | None) -> 
     if found is None:
         ts = f"c{position['timestamp']}"
         cursor.execute(
-            f"SELECT DISTINCT substr({ts}, 1, 7) FROM usage_import_raw "
+            f"SELECT DISTINCT substr({ts}, 1, 7) FROM {raw} "
             f"WHERE {ts} ~ '^[0-9]{{4}}-(0[1-9]|1[0-2])-'"
         )
         found = {month for (month,) in cursor.fetchall()}
@@ -227,7 +267,7 @@ def _ensure_months(cursor, position: dict[str, int], found: set[str] | None) -> 
     ensure_months(lo, hi)
 
 
-def _import(cursor, rows: int, position, naive) -> ImportResult:
+def _import(cursor, raw: str, rows: int, position, naive) -> ImportResult:
     result = ImportResult(rows=rows, method="copy")
 
     def cell(name: str) -> str | None:
@@ -264,7 +304,7 @@ def _import(cursor, rows: int, position, naive) -> ImportResult:
     # casts of the select list run only on the rows that pass them.
     checked = " AND ".join(checks)
     source = f"""
-        FROM usage_import_raw r
+        FROM {raw} r
         LEFT JOIN (
             SELECT tn.id, tn.cluster_id, tn.name, c.name AS cluster
             FROM quotas_teamnamespace tn JOIN quotas_cluster c ON c.id = tn.cluster_id
@@ -291,16 +331,22 @@ def _import(cursor, rows: int, position, naive) -> ImportResult:
         # quarter of an import; one that repeats samples it looks like it does (or turns out
         # to) is upserted.
         fresh = not _seen_before(cursor, source, checked, cell("timestamp"), naive, rows)
-        # Most files are plain throughout: one pass, when it writes a sample for every row.
-        try:
-            with transaction.atomic():
-                written = _upsert(cursor, plain, distinct=False, fresh=fresh)
-                if sum(count for _, count, _, _ in written) != result.rows:
-                    raise _NotPlain
-            _count(written, result)
-            return result
-        except (_NotPlain, _Repeated):
-            pass
+        # The plain rows, checked and converted by a statement PostgreSQL may run in parallel.
+        cursor.execute(
+            "CREATE TEMPORARY TABLE usage_import_plain (line, ns_id, res_id, ts, allocated, "
+            f"utilization, pending, wait, cluster_id) ON COMMIT DROP AS {plain}"
+        )
+        converted = cursor.rowcount
+        plain = "SELECT * FROM usage_import_plain"
+        # Most files are plain throughout: one write.
+        if converted == result.rows:
+            try:
+                with transaction.atomic():
+                    written = _upsert(cursor, plain, distinct=False, fresh=fresh)
+                _count(written, result)
+                return result
+            except _Repeated:
+                pass
         cursor.execute(
             "CREATE TEMPORARY TABLE usage_import_rows (line bigint, team_namespace_id bigint, "
             'resource_id bigint, "timestamp" timestamptz, allocated numeric(14, 3), '
@@ -321,10 +367,6 @@ def _import(cursor, rows: int, position, naive) -> ImportResult:
             raise
         raise _Refused(str(exc)) from None  # a date that does not exist, in a plain form
     return result
-
-
-class _NotPlain(Exception):
-    """Not every row of the file passed the checks."""
 
 
 class _Repeated(Exception):

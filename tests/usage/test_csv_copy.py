@@ -281,3 +281,102 @@ def test_a_date_that_does_not_exist_goes_row_by_row_when_samples_are_stored(worl
     assert result.method == "rows" and result.imported == 2
     assert [(e.line, e.field) for e in result.errors] == [(3, "timestamp")]
     assert UsageSample.objects.count() == 52
+
+
+def _staging_tables() -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relname FROM pg_class WHERE relname LIKE 'usage\\_import\\_raw\\_%'")
+        return {name for (name,) in cursor.fetchall()}
+
+
+def test_the_staging_table_goes_with_the_import_whichever_way_it_went(world):
+    plain = "2025-03-01T00:05:00Z,demo,team-a-training,nvidia.com/gpu,4,,,"
+    result = usage_import_csv(stream=io.StringIO(f"{HEADER}\n{plain}\n"), rollup=False)
+    assert result.method == "copy" and result.imported == 1
+    assert _staging_tables() == set()
+    refused = plain.replace("03-01", "02-30")  # COPY's cast refuses it: the file goes by rows
+    result = usage_import_csv(stream=io.StringIO(f"{HEADER}\n{refused}\n{plain}\n"), rollup=False)
+    assert result.method == "rows" and [e.line for e in result.errors] == [2]
+    assert _staging_tables() == set()
+
+
+def test_the_next_import_drops_the_staging_table_of_a_connection_that_is_gone(world):
+    """An import that died with its connection leaves its unlogged staging table; the next
+    import drops it, and not the table of an import still running on another connection."""
+    import psycopg
+
+    settings_dict = connection.settings_dict
+    other = psycopg.connect(
+        host=settings_dict["HOST"] or None,
+        port=settings_dict["PORT"] or None,
+        dbname=settings_dict["NAME"],
+        user=settings_dict["USER"],
+        password=settings_dict["PASSWORD"] or None,
+        autocommit=True,
+    )
+    try:
+        running = f"{csv_copy.STAGING}{other.info.backend_pid}"
+        other.execute(f"CREATE UNLOGGED TABLE {running} (c0 text)")
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT max(pid) + 100000 FROM pg_stat_activity")
+            gone = f"{csv_copy.STAGING}{cursor.fetchone()[0]}"
+            cursor.execute(f"CREATE UNLOGGED TABLE {gone} (c0 text)")
+            cursor.execute(f"CREATE UNLOGGED TABLE {csv_copy.STAGING}notapid (c0 text)")
+        assert {running, gone} <= _staging_tables()
+        plain = "2025-03-01T00:05:00Z,demo,team-a-training,nvidia.com/gpu,4,,,"
+        assert usage_import_csv(stream=io.StringIO(f"{HEADER}\n{plain}\n"), rollup=False).imported
+        assert _staging_tables() == {running, f"{csv_copy.STAGING}notapid"}
+    finally:
+        other.execute(f"DROP TABLE IF EXISTS {running}")
+        other.close()
+
+
+def test_the_staging_table_is_one_parallel_workers_may_read(world):
+    """The checks and conversions are most of an import; PostgreSQL runs them in parallel only
+    over a table its workers may read: not a temporary one."""
+    with connection.cursor() as cursor:
+        raw = csv_copy._staging_table(cursor)
+        text = f"{HEADER}\n" + "2025-03-01T00:05:00Z,demo,team-a-training,nvidia.com/gpu,4,,,\n"
+        stream = io.StringIO(text)
+        first = stream.readline()
+        header = csv_copy._header(first.strip().split(","))
+        months = csv_copy._Months({name: i for i, name in enumerate(header)})
+        assert csv_copy._load(cursor, raw, stream, header, first, None, months) == 1
+        # Parallel wherever it may be, however small the table (the setting's name before
+        # PostgreSQL 16, then after).
+        cursor.execute("SHOW server_version_num")
+        forced = (
+            "force_parallel_mode" if int(cursor.fetchone()[0]) < 160000 else "debug_parallel_query"
+        )
+        cursor.execute(f"SET LOCAL {forced} = on")
+        cursor.execute(f"EXPLAIN SELECT count(*) FROM {raw} WHERE c0 ~ '^2025'")  # noqa: S608
+        plan = "\n".join(line for (line,) in cursor.fetchall())
+        cursor.execute(f"RESET {forced}")
+        cursor.execute(f"DROP TABLE {raw}")
+    assert "Gather" in plan, plan
+
+
+def test_a_role_that_may_not_create_tables_imports_through_a_temporary_one(world):
+    """Where the portal's role may not create tables in its schema (a deployment that keeps
+    DDL to the migrations' role), the staging table is a temporary one: the import works."""
+    from usage.partitions import ensure_months
+
+    ensure_months(datetime(2025, 2, 1, tzinfo=UTC), datetime(2025, 4, 1, tzinfo=UTC))
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE ROLE usage_importer_test NOLOGIN")
+        cursor.execute("REVOKE CREATE ON SCHEMA public FROM usage_importer_test")
+        cursor.execute("GRANT USAGE ON SCHEMA public TO usage_importer_test")
+        for what in ("ALL TABLES", "ALL SEQUENCES"):
+            cursor.execute(f"GRANT ALL ON {what} IN SCHEMA public TO usage_importer_test")
+        cursor.execute("SET LOCAL ROLE usage_importer_test")
+        cursor.execute("SELECT has_schema_privilege('public', 'CREATE')")
+        assert cursor.fetchone()[0] is False
+    rows = [
+        f"2025-03-01T00:{i:02d}:00Z,demo,team-a-training,nvidia.com/gpu,{i % 5},,,"
+        for i in range(9)
+    ]
+    result = usage_import_csv(stream=io.StringIO("\n".join([HEADER, *rows]) + "\n"), rollup=False)
+    with connection.cursor() as cursor:
+        cursor.execute("RESET ROLE")
+    assert result.method == "copy" and result.imported == 9 and not result.errors
+    assert UsageSample.objects.count() == 9
