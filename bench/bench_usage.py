@@ -8,7 +8,9 @@ Full size: 105 days of 5-minute samples for 1,000 team namespaces, 30.24 million
 month partitions (a year of them is about 105 million). Besides the import and the rollup:
 a namespace's month of samples as the portal reads it against the same rows read by one
 plain SQL statement, the dashboard's usage chart of a team against one hand-written
-aggregate of the same rollups, and the samples' table and index size on disk per million. Needs a
+aggregate of the same rollups, the samples' table and index size on disk per million, and
+the import's floor: the imported rows alone COPYed (typed, in key order) into an empty table of
+the samples' shape, what no check or conversion can take away. Needs a
 PostgreSQL server: BENCH_DATABASE_URL, else DATABASE_URL if it is PostgreSQL, else
 postgres://postgres@127.0.0.1:5432/; a throw-away database is created and dropped. Without a
 server it says so and exits 0. Prints its figures (var/bench/usage.figures.json).
@@ -122,6 +124,58 @@ def _copy_baseline(path: Path) -> float:
                 copy.write(block)
         elapsed = time.perf_counter() - started
         cursor.execute("DROP TABLE bench_copy")
+    return elapsed
+
+
+SAMPLE_COLUMNS = (
+    'team_namespace_id, resource_id, "timestamp", allocated, utilization, pending, '
+    "pending_pods, wait_seconds, evictions, source"
+)
+
+
+def _write_floor(out_dir: Path) -> float:
+    """What writing the imported samples alone costs, the part of an import no check or
+    conversion can take away: the rows as the import stored them, typed and in the key's
+    order, COPYed (binary) into an empty table of the samples' shape with its key and time
+    indexes. Measured on the rows the import wrote, after it."""
+    from django.db import connection
+
+    dump = out_dir / "usage-floor.bin"
+    try:
+        with connection.cursor() as cursor:
+            with (
+                dump.open("wb") as f,
+                cursor.cursor.copy(
+                    f"COPY (SELECT {SAMPLE_COLUMNS} FROM quotas_usagesample "  # noqa: S608
+                    'ORDER BY team_namespace_id, resource_id, "timestamp", source) '
+                    "TO STDOUT (FORMAT binary)"
+                ) as copy,
+            ):
+                for block in copy:
+                    f.write(block)
+            cursor.execute(
+                "CREATE TABLE bench_floor (LIKE quotas_usagesample INCLUDING DEFAULTS "
+                "INCLUDING CONSTRAINTS INCLUDING IDENTITY)"
+            )
+            cursor.execute(
+                "ALTER TABLE bench_floor ADD PRIMARY KEY "
+                '(team_namespace_id, resource_id, "timestamp", source)'
+            )
+            cursor.execute('CREATE INDEX ON bench_floor USING brin ("timestamp")')
+            cursor.execute("CHECKPOINT")
+            started = time.perf_counter()
+            with (
+                dump.open("rb") as f,
+                cursor.cursor.copy(
+                    f"COPY bench_floor ({SAMPLE_COLUMNS}) FROM STDIN (FORMAT binary)"
+                ) as copy,
+            ):
+                while block := f.read(1 << 20):
+                    copy.write(block)
+            elapsed = time.perf_counter() - started
+            cursor.execute("DROP TABLE bench_floor")
+    finally:
+        dump.unlink(missing_ok=True)
     return elapsed
 
 
@@ -293,6 +347,7 @@ def main() -> int:
         size_mib = path.stat().st_size / (1 << 20)
         copy_s = _copy_baseline(path)
         import_s, import_peak_mib, idle_mib = _import(path, db_url)
+        floor_s = _write_floor(OUT_DIR)
         rollup_s, hand_s, rollup_rows = _rollup(args.days)
         reads = _reads(args.days)
         from bench.bench_suggest import bench_suggestions
@@ -319,6 +374,8 @@ def main() -> int:
         "copy_seconds": round(copy_s, 4),
         "import_seconds": round(import_s, 4),
         "import_vs_copy": round(import_s / copy_s, 4),
+        "write_floor_seconds": round(floor_s, 4),
+        "write_floor_vs_copy": round(floor_s / copy_s, 4),
         "import_rows_per_second": round(rows / import_s),
         "import_peak_rss_mib": round(import_peak_mib, 1),
         "import_peak_rss_vs_file": round(import_peak_mib / size_mib, 3),
@@ -347,6 +404,16 @@ def usage_figures(results: dict) -> list[dict]:
             baseline_label="plain COPY of the file",
             database=pg,
             note=f"{results['import_rows_per_second']:,} rows/s",
+        ),
+        figure(
+            "usage import: writing the samples alone",
+            results["write_floor_seconds"],
+            "s",
+            baseline=results["copy_seconds"],
+            baseline_label="plain COPY of the file",
+            database=pg,
+            note="the imported rows, typed and in key order, COPYed (binary) into an empty "
+            "table of the samples' shape: the part no check or conversion can take away",
         ),
         figure(
             "usage import peak memory",
