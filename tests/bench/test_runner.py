@@ -105,10 +105,11 @@ def test_quick_run_gathers_every_figure_into_one_results_file(bench_stores, tmp_
     p50, p95 = by_bench["apply"][0], by_bench["apply"][1]
     assert p50["value"] <= p95["value"]
     assert "growth" in by_bench["apply"][-1]["figure"]
-    # Usage: import, memory, rollup, the reads, the size on disk, suggestions, showback, each
-    # with its in-run baseline but the size.
+    # Usage: import, its write floor, memory, rollup, the reads, the size on disk, suggestions,
+    # showback, each with its in-run baseline but the size.
     assert [f["figure"].split(" (")[0] for f in by_bench["usage"]] == [
         "usage import",
+        "usage import: writing the samples alone",
         "usage import peak memory",
         "usage daily rollup",
         "a namespace's month of samples",
@@ -117,7 +118,9 @@ def test_quick_run_gathers_every_figure_into_one_results_file(bench_stores, tmp_
         "suggestions",
         "showback",
     ]
-    disk = by_bench["usage"][5]
+    floor = by_bench["usage"][1]
+    assert 0 < floor["value"] < by_bench["usage"][0]["value"]
+    disk = by_bench["usage"][6]
     assert disk["unit"] == "MiB per million samples" and disk["value"] > 0
     assert "month partitions" in disk["figure"]
     for fig in results["figures"]:
