@@ -189,7 +189,9 @@ def _staging_table(cursor) -> str:
     )
     for (name,) in cursor.fetchall():
         if name[len(STAGING) :].isdigit():
-            cursor.execute(f'DROP TABLE IF EXISTS "{name}"')
+            # Another role's leftover (or one another import drops first) is left alone.
+            with contextlib.suppress(DatabaseError), transaction.atomic():
+                cursor.execute(f'DROP TABLE IF EXISTS "{name}"')
     return f"{STAGING}{connection.connection.info.backend_pid}"
 
 

@@ -358,11 +358,15 @@ def test_the_staging_table_is_one_parallel_workers_may_read(world):
 
 def test_a_role_that_may_not_create_tables_imports_through_a_temporary_one(world):
     """Where the portal's role may not create tables in its schema (a deployment that keeps
-    DDL to the migrations' role), the staging table is a temporary one: the import works."""
+    DDL to the migrations' role), the staging table is a temporary one: the import works. A
+    leftover staging table it may not drop (another role's) is left alone."""
     from usage.partitions import ensure_months
 
     ensure_months(datetime(2025, 2, 1, tzinfo=UTC), datetime(2025, 4, 1, tzinfo=UTC))
     with connection.cursor() as cursor:
+        cursor.execute("SELECT max(pid) + 100000 FROM pg_stat_activity")
+        theirs = f"{csv_copy.STAGING}{cursor.fetchone()[0]}"
+        cursor.execute(f"CREATE UNLOGGED TABLE {theirs} (c0 text)")
         cursor.execute("CREATE ROLE usage_importer_test NOLOGIN")
         cursor.execute("REVOKE CREATE ON SCHEMA public FROM usage_importer_test")
         cursor.execute("GRANT USAGE ON SCHEMA public TO usage_importer_test")
@@ -380,3 +384,4 @@ def test_a_role_that_may_not_create_tables_imports_through_a_temporary_one(world
         cursor.execute("RESET ROLE")
     assert result.method == "copy" and result.imported == 9 and not result.errors
     assert UsageSample.objects.count() == 9
+    assert theirs in _staging_tables()
