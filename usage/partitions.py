@@ -5,7 +5,10 @@ month in UTC (``quotas_usagesample_p2025_01`` holds [2025-01-01, 2025-02-01) UTC
 default partition for any instant no month partition covers yet. Months are made ahead by the
 beat (``usage.ensure_sample_partitions``: from last month to PARTITION_MONTHS_AHEAD ahead) and
 by the import for the months of its file, so samples land in their month; a month made after
-some of its samples went to the default partition takes them over. A day's rollup reads its
+some of its samples went to the default partition takes them over. Where the portal's database
+role may not make tables (the owner role runs the migrations), nothing fails: the samples go to
+the default partition, a warning names the months, and the owner makes them with ``python
+manage.py ensure_sample_partitions``. A day's rollup reads its
 month's partition (PostgreSQL prunes the others from the plan), and retention drops whole
 months instead of deleting rows.
 
@@ -17,11 +20,15 @@ On SQLite the samples are one table: every function here does nothing there.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
-from django.db import connection, transaction
+import psycopg
+from django.db import DatabaseError, connection, transaction
+
+log = logging.getLogger(__name__)
 
 TABLE = "quotas_usagesample"
 DEFAULT = f"{TABLE}_default"
@@ -99,28 +106,56 @@ def partitions() -> list[Partition]:
     return sorted(found, key=lambda p: p.month)
 
 
+def _months(first: date, last: date) -> list[date]:
+    months, month, end = [], month_start(first), month_start(last)
+    while month <= end:
+        months.append(month)
+        month = next_month(month)
+    return months
+
+
+def missing_months(first: date, last: date) -> list[date]:
+    """The months from ``first``'s to ``last``'s without their partition (none on SQLite)."""
+    if not partitioned():
+        return []
+    return sorted(set(_months(first, last)) - {p.month for p in partitions()})
+
+
 def ensure_months(first: date, last: date) -> list[str]:
     """Make the month partitions from ``first``'s month to ``last``'s that do not exist yet;
     samples of such a month already in the default partition move into it. Returns the names
     made. Idempotent, and safe against another worker doing the same."""
     if not partitioned():
         return []
-    wanted = []
-    month, end = month_start(first), month_start(last)
-    while month <= end:
-        wanted.append(month)
-        month = next_month(month)
+    wanted = _months(first, last)
     # Most calls (every Prometheus reading) find their months there: no lock, no transaction.
     if not set(wanted) - {p.month for p in partitions()}:
         return []
     made = []
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_KEY])
-        existing = {p.month for p in partitions()}
-        for month in wanted:
-            if month not in existing:
-                _make(cursor, month)
-                made.append(partition_name(month))
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_KEY])
+            existing = {p.month for p in partitions()}
+            for month in wanted:
+                if month not in existing:
+                    _make(cursor, month)
+                    made.append(partition_name(month))
+    except DatabaseError as exc:
+        if not isinstance(exc.__cause__, psycopg.errors.InsufficientPrivilege):
+            raise
+        # An application role that may not make tables (the owner runs the migrations): the
+        # samples still land, in the default partition, and move into their month once the
+        # owner makes it.
+        missing = missing_months(wanted[0], wanted[-1])
+        log.warning(
+            "usage samples: this database role may not make the month partitions %s (%s); "
+            "their samples go to the default partition until the table's owner makes them: "
+            "python manage.py ensure_sample_partitions --from %s, as the owner role",
+            ", ".join(partition_name(m) for m in missing),
+            str(exc).strip().splitlines()[0],
+            (missing or wanted)[0].strftime("%Y-%m"),
+        )
+        return []
     return made
 
 
@@ -149,14 +184,26 @@ def _make(cursor, month: date) -> None:
     cursor.execute(f"ALTER TABLE {TABLE} ATTACH PARTITION {name} {_range(month)}")
 
 
-def ensure_ahead(*, today: date, months_ahead: int = PARTITION_MONTHS_AHEAD) -> list[str]:
-    """The beat's call: last month's partition to ``months_ahead`` months after this one."""
+def kept_months(
+    *, today: date, months_ahead: int = PARTITION_MONTHS_AHEAD, since: date | None = None
+) -> tuple[date, date]:
+    """The first and the last month the beat keeps: last month (or ``since``'s month, when
+    earlier) to ``months_ahead`` months after this one."""
     this = month_start(today)
     first = month_start(date.fromordinal(this.toordinal() - 1))
+    if since is not None:
+        first = min(first, month_start(since))
     last = this
     for _ in range(months_ahead):
         last = next_month(last)
-    return ensure_months(first, last)
+    return first, last
+
+
+def ensure_ahead(
+    *, today: date, months_ahead: int = PARTITION_MONTHS_AHEAD, since: date | None = None
+) -> list[str]:
+    """The beat's call: the partitions of the :func:`kept_months`."""
+    return ensure_months(*kept_months(today=today, months_ahead=months_ahead, since=since))
 
 
 def drop_before(cutoff: datetime) -> int:
@@ -164,13 +211,28 @@ def drop_before(cutoff: datetime) -> int:
     ``cutoff`` (every sample in them is older), and delete the default partition's samples
     older than it. The month ``cutoff`` falls in stays whole. Returns how many samples went."""
     gone = 0
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_KEY])
-        for part in partitions():
-            if _bounds(part.month)[1] <= cutoff:
-                cursor.execute(f"SELECT count(*) FROM {part.name}")
-                gone += cursor.fetchone()[0]
-                cursor.execute(f"DROP TABLE {part.name}")
-        cursor.execute(f'DELETE FROM {DEFAULT} WHERE "timestamp" < %s', [cutoff])
-        gone += cursor.rowcount
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_KEY])
+            for part in partitions():
+                if _bounds(part.month)[1] <= cutoff:
+                    cursor.execute(f"SELECT count(*) FROM {part.name}")
+                    gone += cursor.fetchone()[0]
+                    cursor.execute(f"DROP TABLE {part.name}")
+            cursor.execute(f'DELETE FROM {DEFAULT} WHERE "timestamp" < %s', [cutoff])
+            gone += cursor.rowcount
+    except DatabaseError as exc:
+        if not isinstance(exc.__cause__, psycopg.errors.InsufficientPrivilege):
+            raise
+        # A role that may not drop the months (the owner's tables): the samples past the
+        # retention are deleted through the samples table instead, whole days as elsewhere.
+        log.warning(
+            "usage samples: this database role may not drop month partitions (%s); deleting "
+            "the samples before %s row by row instead",
+            str(exc).strip().splitlines()[0],
+            cutoff.isoformat(),
+        )
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f'DELETE FROM {TABLE} WHERE "timestamp" < %s', [cutoff])
+            return cursor.rowcount
     return gone

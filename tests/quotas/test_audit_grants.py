@@ -3,7 +3,6 @@ rewrite the audit log; the usual superuser-like role is reported."""
 
 import io
 import secrets
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -14,8 +13,7 @@ from django.db.utils import ProgrammingError
 
 from quotas.audit.chain import audit_verify
 from quotas.audit.grants import audit_grants_check
-
-GRANTS_SQL = Path(__file__).resolve().parents[2] / "deploy" / "postgres" / "audit-grants.sql"
+from tests.support.db_roles import grant_statements
 
 postgresql_only = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="roles and grants are PostgreSQL's"
@@ -27,11 +25,7 @@ def app_role(transactional_db):
     """A login role with exactly the documented grants, and a connection as that role."""
     name = f"portal_app_test_{secrets.token_hex(4)}"
     password = secrets.token_hex(16)
-    statements = [
-        line.replace("portal_app", name)
-        for line in GRANTS_SQL.read_text().split(";")
-        if line.strip() and not all(s.startswith("--") for s in line.strip().splitlines())
-    ]
+    statements = grant_statements(name)
     with connection.cursor() as cursor:
         cursor.execute(f"CREATE ROLE {name} LOGIN PASSWORD '{password}'")
         for statement in statements:

@@ -357,9 +357,10 @@ def test_the_staging_table_is_one_parallel_workers_may_read(world):
 
 
 def test_a_role_that_may_not_create_tables_imports_through_a_temporary_one(world):
-    """Where the portal's role may not create tables in its schema (a deployment that keeps
-    DDL to the migrations' role), the staging table is a temporary one: the import works. A
-    leftover staging table it may not drop (another role's) is left alone."""
+    """As deployed with the application role of deploy/postgres/audit-grants.sql, which may
+    not make tables: the staging table is a temporary one, and the import works. A leftover
+    staging table it may not drop (another role's) is left alone."""
+    from tests.support.db_roles import as_application_role
     from usage.partitions import ensure_months
 
     ensure_months(datetime(2025, 2, 1, tzinfo=UTC), datetime(2025, 4, 1, tzinfo=UTC))
@@ -367,21 +368,16 @@ def test_a_role_that_may_not_create_tables_imports_through_a_temporary_one(world
         cursor.execute("SELECT max(pid) + 100000 FROM pg_stat_activity")
         theirs = f"{csv_copy.STAGING}{cursor.fetchone()[0]}"
         cursor.execute(f"CREATE UNLOGGED TABLE {theirs} (c0 text)")
-        cursor.execute("CREATE ROLE usage_importer_test NOLOGIN")
-        cursor.execute("REVOKE CREATE ON SCHEMA public FROM usage_importer_test")
-        cursor.execute("GRANT USAGE ON SCHEMA public TO usage_importer_test")
-        for what in ("ALL TABLES", "ALL SEQUENCES"):
-            cursor.execute(f"GRANT ALL ON {what} IN SCHEMA public TO usage_importer_test")
-        cursor.execute("SET LOCAL ROLE usage_importer_test")
-        cursor.execute("SELECT has_schema_privilege('public', 'CREATE')")
-        assert cursor.fetchone()[0] is False
     rows = [
         f"2025-03-01T00:{i:02d}:00Z,demo,team-a-training,nvidia.com/gpu,{i % 5},,,"
         for i in range(9)
     ]
-    result = usage_import_csv(stream=io.StringIO("\n".join([HEADER, *rows]) + "\n"), rollup=False)
-    with connection.cursor() as cursor:
-        cursor.execute("RESET ROLE")
+    with as_application_role(), connection.cursor() as cursor:
+        cursor.execute("SELECT has_schema_privilege('public', 'CREATE')")
+        assert cursor.fetchone()[0] is False
+        result = usage_import_csv(
+            stream=io.StringIO("\n".join([HEADER, *rows]) + "\n"), rollup=False
+        )
     assert result.method == "copy" and result.imported == 9 and not result.errors
     assert UsageSample.objects.count() == 9
     assert theirs in _staging_tables()

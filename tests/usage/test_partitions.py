@@ -195,3 +195,65 @@ def test_the_migration_moves_the_samples_there_are_into_their_months(plan, gpu):
     _sample(ns, gpu, datetime(2040, 2, 2, tzinfo=UTC))
     assert UsageSample.objects.get(timestamp=datetime(2040, 2, 2, tzinfo=UTC)).id > last_id
     partitions.drop_before(datetime(2041, 1, 1, tzinfo=UTC))
+
+
+# As deployed with a separate application role (deploy/postgres/audit-grants.sql), which may not
+# make or drop tables: the samples still land and go, and the owner makes the months.
+
+
+def test_the_application_role_cannot_make_months_and_the_samples_still_land(plan, gpu, caplog):
+    from tests.support.db_roles import as_application_role
+
+    ns = plan["team-a"]
+    with as_application_role(), caplog.at_level("WARNING", logger="usage.partitions"):
+        assert partitions.ensure_months(date(2036, 5, 1), date(2036, 6, 1)) == []
+        ensure_sample_partitions()  # the beat's task as well: a warning, not a failure
+        _sample(ns, gpu, datetime(2036, 5, 20, tzinfo=UTC), 2)
+    warned = [r.getMessage() for r in caplog.records if r.name == "usage.partitions"]
+    assert warned and "quotas_usagesample_p2036_05" in warned[0]
+    assert "ensure_sample_partitions --from 2036-05" in warned[0]
+    assert _where() == {partitions.DEFAULT: 1}
+    # The owner makes the month; its sample moves in.
+    assert partitions.ensure_months(date(2036, 5, 1), date(2036, 5, 1)) == [
+        "quotas_usagesample_p2036_05"
+    ]
+    assert _where() == {"quotas_usagesample_p2036_05": 1}
+
+
+def test_retention_as_the_application_role_deletes_the_old_samples(plan, gpu, settings):
+    from tests.support.db_roles import as_application_role
+
+    ns = plan["team-a"]
+    partitions.ensure_months(date(2037, 1, 1), date(2037, 3, 1))
+    for day in (date(2037, 1, 5), date(2037, 2, 3), date(2037, 2, 20), date(2037, 3, 1)):
+        _sample(ns, gpu, datetime(day.year, day.month, day.day, 12, tzinfo=UTC))
+    settings.USAGE_RETENTION_DAYS = 30
+    with as_application_role():
+        # Kept from 2037-02-10; the months stay (only their owner may drop them).
+        assert usage_prune(now=datetime(2037, 3, 12, 8, tzinfo=UTC)) == 2
+    assert date(2037, 1, 1) in _months()
+    assert _where() == {"quotas_usagesample_p2037_02": 1, "quotas_usagesample_p2037_03": 1}
+
+
+def test_the_owners_command_makes_the_months_and_says_when_it_may_not(plan, gpu):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    from tests.support.db_roles import as_application_role
+
+    out = io.StringIO()
+    call_command("ensure_sample_partitions", "--from", "2024-07", "--months-ahead", "1", stdout=out)
+    assert "made quotas_usagesample_p2024_07" in out.getvalue()
+    _, last = partitions.kept_months(today=timezone.now().date(), months_ahead=1)
+    assert not partitions.missing_months(date(2024, 7, 1), last)
+    assert (
+        out.getvalue()
+        .rstrip()
+        .endswith(f"every month from 2024-07 to {last:%Y-%m} has its partition")
+    )
+    with as_application_role(), pytest.raises(CommandError, match=r"p2023_01.*may not make"):
+        call_command("ensure_sample_partitions", "--from", "2023-01", stdout=io.StringIO())
+    with pytest.raises(CommandError, match="--from: give a month as YYYY-MM"):
+        call_command("ensure_sample_partitions", "--from", "July", stdout=io.StringIO())
+    with pytest.raises(CommandError, match="--months-ahead: from 0 to 24, got 30"):
+        call_command("ensure_sample_partitions", "--months-ahead", "30", stdout=io.StringIO())
