@@ -176,8 +176,9 @@ def figures_for(result: dict, database: str) -> list[dict]:
                 baseline=result[kubectl]["seconds"],
                 baseline_label="kubectl apply --server-side, same objects, same API server",
                 database=database,
-                note=f"counts {result[portal]['counts']}; kubectl applied "
-                f"{result['kubectl_objects']:,} objects",
+                note="objects "
+                + ", ".join(f"{action} {n:,}" for action, n in result[portal]["counts"].items())
+                + f"; kubectl applied {result['kubectl_objects']:,} objects",
             )
         )
     return rows
