@@ -13,6 +13,7 @@ import pytest
 from django.db import connection
 
 from quotas.models import TeamNamespace
+from tests.support.locks import require_postgresql
 from usage import csv_copy
 from usage.csv_import import usage_import_csv
 from usage.models import UsageSample
@@ -106,8 +107,7 @@ def _both(text: str) -> tuple:
 
 @pytest.fixture(autouse=True)
 def _postgresql_only():
-    if connection.vendor != "postgresql":
-        pytest.skip("COPY is PostgreSQL's; on SQLite every import goes row by row")
+    require_postgresql("COPY is PostgreSQL's; on SQLite every import goes row by row")
 
 
 @pytest.fixture
