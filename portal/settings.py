@@ -330,6 +330,9 @@ USAGE_COLLECT_SECONDS = env.int("USAGE_COLLECT_SECONDS", default=300)
 USAGE_ROLLUP_SECONDS = env.int("USAGE_ROLLUP_SECONDS", default=3600)
 # Days raw usage samples are kept; daily rollups are kept for good.
 USAGE_RETENTION_DAYS = env.int("USAGE_RETENTION_DAYS", default=400)
+# PostgreSQL connections a rollup of several days uses side by side, each computing a part of
+# the days (the database runs each part on one core); 1 computes the days in one statement.
+USAGE_ROLLUP_CONNECTIONS = env.int("USAGE_ROLLUP_CONNECTIONS", default=2)
 # Longest time one sample may stand for in GPU-hours (a gap in collection counts no longer).
 USAGE_SAMPLE_MAX_GAP_SECONDS = env.int("USAGE_SAMPLE_MAX_GAP_SECONDS", default=3600)
 # Share of its cap an allocation's newest reading may reach before its team is told (dashboard

@@ -8,8 +8,10 @@ What each figure of a day (in ``TIME_ZONE``) of one team namespace and resource 
   (of the samples), ``pending_peak``, ``pending_wait_seconds`` (the longest wait seen) and
   ``pending_wait_mean_seconds`` (mean of the samples' longest waits where something waited).
 - Each sample stands for the time until the next sample of its source (the last one: since the
-  previous), at most ``USAGE_SAMPLE_MAX_GAP_SECONDS``: ``gpu_hours`` = Σ allocated × time,
-  ``borrowed_gpu_hours`` = Σ max(allocated - guarantee, 0) × time and
+  previous), at most ``USAGE_SAMPLE_MAX_GAP_SECONDS``, whether or not that neighbour lies in
+  the days rolled up (a range rolled up whole or in parts gives the same figures):
+  ``gpu_hours`` = Σ allocated × time, ``borrowed_gpu_hours`` = Σ max(allocated - guarantee,
+  0) × time and
   ``idle_guaranteed_gpu_hours`` = Σ max(guarantee - allocated, 0) × time, in unit-hours.
 - The guarantee in force at a sample is the allocation version current at that time; before the
   first version, the first version's (history imported from before the portal knew the
@@ -27,21 +29,24 @@ one join gives it the guarantee in force, one grouping per source and day gives 
 (the demand counts too: each group keeps its samples' demands, counted for the picked source
 only, instead of a second pass over the samples, which cost a tenth of the rollup),
 and the figures across sources (utilization, memory, evictions) are sums of the per-source
-groups; elsewhere (the SQLite demo) the same figures are computed in Python, one namespace
-and resource at a time. ``tests/usage/test_rollup.py`` checks both agree.
+groups. A range of several days is cut into parts of consecutive days computed side by side,
+one connection each (``USAGE_ROLLUP_CONNECTIONS``), because PostgreSQL runs that window on one
+core. Elsewhere (the SQLite demo) the same figures are computed in Python, one namespace
+and resource at a time. ``tests/usage/test_rollup.py`` checks all three agree.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from usage.in_force import values_in_force
@@ -112,7 +117,7 @@ raw AS (
                interval '0'), make_interval(secs => %(max_gap)s))) AS seconds
     FROM quotas_usagesample s
     {cluster_join}
-    WHERE s."timestamp" >= %(lo)s AND s."timestamp" < %(hi_gap)s {cluster_where}
+    WHERE s."timestamp" >= %(lo_gap)s AND s."timestamp" < %(hi_gap)s {cluster_where}
     WINDOW w AS (PARTITION BY s.team_namespace_id, s.resource_id, s.source
                  ORDER BY (s."timestamp" AT TIME ZONE %(tz)s)::date, s."timestamp")
 ),
@@ -122,7 +127,7 @@ samples AS (
     LEFT JOIN versions v ON v.team_namespace_id = r.team_namespace_id
         AND v.resource_id = r.resource_id
         AND r."timestamp" >= v.valid_from AND r."timestamp" < v.valid_to
-    WHERE r."timestamp" < %(hi)s
+    WHERE r."timestamp" >= %(lo)s AND r."timestamp" < %(hi)s
 ),
 per_source AS (
     SELECT team_namespace_id, resource_id, source, day,
@@ -188,11 +193,51 @@ ON CONFLICT (team_namespace_id, resource_id, day) DO UPDATE SET
 
 
 def _rollup_postgresql(start: date, end: date, cluster_id: int | None) -> int:
+    """The days in parts of consecutive days, each part its own statement on its own
+    connection, ``USAGE_ROLLUP_CONNECTIONS`` at a time: PostgreSQL runs the statement's window
+    on one core, so a long range (a backfill, an import's history) otherwise leaves the others
+    idle. Each part commits alone (a rollup is idempotent: a part that failed is recomputed by
+    the next run). Inside a transaction the caller holds, one statement on its connection, as
+    the parts could not see what it has not committed."""
+    parts = _parts(start, end, settings.USAGE_ROLLUP_CONNECTIONS)
+    if len(parts) == 1 or connection.in_atomic_block:
+        return _rollup_statement(start, end, cluster_id)
+    with ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="usage-rollup") as pool:
+        futures = [
+            pool.submit(_on_own_connection, first, last, cluster_id) for first, last in parts
+        ]
+        return sum(future.result() for future in futures)
+
+
+def _parts(start: date, end: date, count: int) -> list[tuple[date, date]]:
+    """``start``..``end`` in at most ``count`` runs of consecutive days, as even as they go."""
+    days = (end - start).days + 1
+    count = max(1, min(count, days))
+    size, extra = divmod(days, count)
+    parts, first = [], start
+    for i in range(count):
+        last = first + timedelta(days=size + (1 if i < extra else 0) - 1)
+        parts.append((first, last))
+        first = last + timedelta(days=1)
+    return parts
+
+
+def _on_own_connection(start: date, end: date, cluster_id: int | None) -> int:
+    try:
+        return _rollup_statement(start, end, cluster_id)
+    finally:
+        connections.close_all()  # this thread's connection
+
+
+def _rollup_statement(start: date, end: date, cluster_id: int | None) -> int:
     lo, hi = _day_bounds(start, end)
+    gap = timedelta(seconds=settings.USAGE_SAMPLE_MAX_GAP_SECONDS)
     params = {
         "lo": lo,
         "hi": hi,
-        "hi_gap": hi + timedelta(seconds=settings.USAGE_SAMPLE_MAX_GAP_SECONDS),
+        # The samples a gap before and after: the first and last ones' neighbours.
+        "lo_gap": lo - gap,
+        "hi_gap": hi + gap,
         "max_gap": settings.USAGE_SAMPLE_MAX_GAP_SECONDS,
         "tz": settings.TIME_ZONE,
         "cluster_id": cluster_id,
@@ -225,10 +270,10 @@ def _guarantee_lookup(pairs: set[tuple[int, int]]):
 
 def _rollup_python(start: date, end: date, cluster_id: int | None) -> int:
     lo, hi = _day_bounds(start, end)
-    hi_gap = hi + timedelta(seconds=settings.USAGE_SAMPLE_MAX_GAP_SECONDS)
+    gap = timedelta(seconds=settings.USAGE_SAMPLE_MAX_GAP_SECONDS)
     max_gap = Decimal(settings.USAGE_SAMPLE_MAX_GAP_SECONDS)
     tz = ZoneInfo(settings.TIME_ZONE)
-    samples = UsageSample.objects.filter(timestamp__gte=lo, timestamp__lt=hi_gap)
+    samples = UsageSample.objects.filter(timestamp__gte=lo - gap, timestamp__lt=hi + gap)
     if cluster_id is not None:
         samples = samples.filter(team_namespace__cluster_id=cluster_id)
     pairs = set(samples.values_list("team_namespace_id", "resource_id").distinct())
@@ -250,7 +295,7 @@ def _rollup_python(start: date, end: date, cluster_id: int | None) -> int:
                     gap = (s.timestamp - rows[i - 1].timestamp).total_seconds()
                 else:
                     gap = 0
-                if s.timestamp >= hi:
+                if not lo <= s.timestamp < hi:
                     continue
                 seconds = min(Decimal(str(gap)), max_gap)
                 day = s.timestamp.astimezone(tz).date()

@@ -6,16 +6,19 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from quotas.models import AllocationVersion
 from quotas.services import allocation_set
+from tests.support.locks import require_postgresql
 from usage import rollup
 from usage.models import UsageDaily, UsageSample
 from usage.rollup import usage_prune, usage_rollup
 from usage.selectors import typical_daily_peaks, usage_daily_for
 
 DAY = date(2025, 3, 1)
+MARCH_3 = date(2025, 3, 3)
 
 
 def at(hour: int, minute: int = 0, day: date = DAY) -> datetime:
@@ -86,6 +89,17 @@ def test_a_sample_near_midnight_stands_until_the_next_days_first(ns_a, gpu, allo
     day = UsageDaily.objects.get()
     assert day.gpu_hours == 1  # 6 GPUs for 10 minutes
     assert day.idle_guaranteed_gpu_hours == 0
+
+
+@pytest.mark.django_db
+def test_a_sources_last_sample_after_midnight_stands_since_the_previous_days(ns_a, gpu, alloc_a):
+    # Both paths: the previous sample lies before the days rolled up, and still counts.
+    sample(ns_a, gpu, at(23, 30, DAY - timedelta(days=1)), 6)
+    sample(ns_a, gpu, at(0, 10), 6)
+    assert usage_rollup(start=DAY, end=DAY).days == 1
+    day = UsageDaily.objects.get()
+    assert (day.day, day.samples) == (DAY, 1)
+    assert day.gpu_hours == 4  # 6 GPUs for the 40 minutes since the previous sample
 
 
 @pytest.mark.django_db
@@ -187,6 +201,59 @@ def test_postgresql_statement_and_python_path_agree(ns_a, ns_b, gpu, alloc_a, al
     UsageDaily.objects.all().delete()
     rollup._rollup_postgresql(start, end, ns_a.cluster_id)
     assert _snapshot() == by_python
+
+
+def test_a_range_is_cut_into_runs_of_consecutive_days_as_even_as_they_go():
+    first = date(2025, 3, 1)
+    assert rollup._parts(first, first + timedelta(days=6), 3) == [
+        (first, first + timedelta(days=2)),
+        (first + timedelta(days=3), first + timedelta(days=4)),
+        (first + timedelta(days=5), first + timedelta(days=6)),
+    ]
+    second = first + timedelta(days=1)
+    assert rollup._parts(first, second, 5) == [(first, first), (second, second)]
+    assert rollup._parts(first, first + timedelta(days=9), 0) == [
+        (first, first + timedelta(days=9))
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_range_rolled_up_in_parts_on_their_own_connections_gives_the_one_statements_figures(
+    ns_a, ns_b, gpu, alloc_a, alloc_b, admin, settings
+):
+    require_postgresql("the parts are PostgreSQL statements; on SQLite the days go in Python")
+    allocation_set(team_namespace=ns_a, resource=gpu, guarantee=3, cap=10, acting_user=admin)
+    AllocationVersion.objects.filter(allocation__team_namespace=ns_a, version=2).update(
+        changed_at=at(7, 3, MARCH_3)
+    )
+    _fill_random([ns_a, ns_b], gpu, days=6)
+    # ns_b's samples end on the first minutes of a part's first day: that last one stands
+    # since the previous day's, which the part's own days do not hold.
+    UsageSample.objects.filter(team_namespace=ns_b, timestamp__gte=at(0, 0, MARCH_3)).delete()
+    sample(ns_b, gpu, at(0, 10, MARCH_3), 9)
+    start, end = date(2025, 3, 1), date(2025, 3, 5)
+
+    settings.USAGE_ROLLUP_CONNECTIONS = 1
+    with CaptureQueriesContext(connection) as here:
+        assert usage_rollup(start=start, end=end).days == 8
+    assert any("INSERT INTO quotas_usagedaily" in q["sql"] for q in here.captured_queries)
+    whole = _snapshot()
+    assert rollup._rollup_python(start, end, None) == 8
+    assert _snapshot() == whole
+
+    UsageDaily.objects.all().delete()
+    settings.USAGE_ROLLUP_CONNECTIONS = 3  # 1-2, 3-4 and 5 March
+    with CaptureQueriesContext(connection) as here:
+        assert usage_rollup(start=start, end=end).days == 8
+    # The parts ran on connections of their own, not on this one.
+    assert not any("quotas_usagedaily" in q["sql"] for q in here.captured_queries)
+    assert _snapshot() == whole
+    # Inside a transaction the caller holds, one statement on its connection.
+    UsageDaily.objects.all().delete()
+    with transaction.atomic(), CaptureQueriesContext(connection) as here:
+        assert usage_rollup(start=start, end=end).days == 8
+    assert any("INSERT INTO quotas_usagedaily" in q["sql"] for q in here.captured_queries)
+    assert _snapshot() == whole
 
 
 @pytest.mark.django_db
