@@ -3,6 +3,7 @@ kind of good, odd and bad row, the same samples, the same errors with the same l
 and words, the same counts and days; and files COPY cannot take go row by row, writing nothing
 twice."""
 
+import csv
 import io
 import random
 import tracemalloc
@@ -62,13 +63,15 @@ def _cell(value: str) -> str:
     return f'"{value}"' if any(c in value for c in ',"\n') or value.startswith(" ") else value
 
 
-def _file(seed: int, rows: int = 300) -> str:
+def _file(seed: int, rows: int = 300, *, odd_timestamps: bool = True) -> str:
     rng = random.Random(seed)
     lines = [HEADER]
     for _ in range(rows):
         cluster, namespace = rng.choice(NAMES) if rng.random() < 0.3 else NAMES[rng.randint(0, 1)]
         cells = [
-            rng.choice(TIMESTAMPS) if rng.random() < 0.4 else rng.choice(TIMESTAMPS[:6]),
+            rng.choice(TIMESTAMPS)
+            if odd_timestamps and rng.random() < 0.4
+            else rng.choice(TIMESTAMPS[:6]),
             cluster,
             namespace,
             rng.choice(RESOURCES) if rng.random() < 0.2 else RESOURCES[0],
@@ -133,6 +136,67 @@ def test_copy_and_rows_give_the_same_samples_errors_and_days(settings, world, zo
         by_rows.error_count,
         by_rows.days,
     )
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata"])
+@pytest.mark.parametrize("seed", range(4))
+def test_a_file_whose_timestamps_are_all_plain_gives_the_same_as_row_by_row(
+    settings, world, zone, seed
+):
+    """Its timestamps are checked as the file streams, not again in SQL; its other cells
+    are of every kind."""
+    settings.TIME_ZONE = zone  # one offset all year: a time without one is plain too
+    text = _file(seed, odd_timestamps=False)
+    starts = csv_copy._LineStarts({"timestamp": 0}, naive=True)
+    starts.feed(text.split("\n", 1)[1])
+    starts.close()
+    assert starts.all_plain(300)
+    by_copy, copied, by_rows, rowed = _both(text)
+    assert by_copy.method == "copy"
+    assert copied == rowed
+    assert by_copy.errors == by_rows.errors
+    assert (by_copy.rows, by_copy.error_count, by_copy.days) == (
+        by_rows.rows,
+        by_rows.error_count,
+        by_rows.days,
+    )
+
+
+MONTHS = {f"{month:02d}" for month in range(1, 13)}
+
+
+@pytest.mark.parametrize("naive", [False, True])
+def test_the_timestamps_streamed_check_is_never_laxer_than_the_sqls(naive):
+    """A line the streamed check counts as plain has a first cell the SQL's pattern takes;
+    and with a month of 01-12 (the check also reads the month), the other way round."""
+    rng = random.Random(5)
+    cells = [c for c in TIMESTAMPS if c]
+    alphabet = '0123456789-:T Z+.x,"\t'
+    for base in TIMESTAMPS[:6] * 60:
+        at = rng.randrange(len(base) + 1)
+        cells.append(base[:at] + rng.choice(alphabet) + base[at + rng.choice([0, 1]) :])
+    cells += [f"2025-{m:02d}-01T00:00:00Z" for m in range(15)]
+    cells += [
+        f"2025-03-01T00:00:00{f}{o}"
+        for f in ("", ".1", ".123456", ".1234567")
+        for o in ("", "Z", "+14:59", "+15:00", "-09:30", "+9:30", "+09:3")
+    ]
+    checked = 0
+    for cell in cells:
+        starts = csv_copy._LineStarts({"timestamp": 0}, naive=naive)
+        starts.feed(f"{cell},demo,team-a-training,nvidia.com/gpu,4\n")
+        starts.close()
+        streamed = starts.all_plain(1)
+        first = next(csv.reader([cell + ",x"]))[0]  # the cell as COPY reads it
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {csv_copy._plain_timestamp('%s', naive)}", [first])
+            by_sql = cursor.fetchone()[0]
+        if streamed:
+            assert by_sql, cell
+            checked += 1
+        elif by_sql and not {",", '"'} & set(cell) and cell[5:7] in MONTHS:
+            pytest.fail(f"{cell!r}: the SQL takes it, the streamed check does not")
+    assert checked > 50
 
 
 @pytest.mark.parametrize("zone", ["UTC", "Europe/Berlin"])
@@ -340,7 +404,7 @@ def test_the_staging_table_is_one_parallel_workers_may_read(world):
         stream = io.StringIO(text)
         first = stream.readline()
         header = csv_copy._header(first.strip().split(","))
-        months = csv_copy._Months({name: i for i, name in enumerate(header)})
+        months = csv_copy._LineStarts({name: i for i, name in enumerate(header)}, naive=False)
         assert csv_copy._load(cursor, raw, stream, header, first, None, months) == 1
         # Parallel wherever it may be, however small the table (the setting's name before
         # PostgreSQL 16, then after).
