@@ -363,10 +363,12 @@ def _import(cursor, raw: str, rows: int, position, naive, plain_timestamps: bool
         # quarter of an import; one that repeats samples it looks like it does (or turns out
         # to) is upserted.
         fresh = not _seen_before(cursor, source, checked, cell("timestamp"), naive, rows)
-        # The plain rows, checked and converted by a statement PostgreSQL may run in parallel.
+        # The plain rows, checked and converted by a statement PostgreSQL may run in
+        # parallel, and sorted there in the samples' key order (by each worker, then merged),
+        # which a plain write then keeps: sorted in the insert instead, the sort was serial.
         cursor.execute(
             "CREATE TEMPORARY TABLE usage_import_plain (line, ns_id, res_id, ts, allocated, "
-            f"utilization, pending, wait, cluster_id) ON COMMIT DROP AS {plain}"
+            f"utilization, pending, wait, cluster_id) ON COMMIT DROP AS {plain} ORDER BY 2, 3, 4"
         )
         converted = cursor.rowcount
         plain = "SELECT * FROM usage_import_plain"
@@ -374,7 +376,7 @@ def _import(cursor, raw: str, rows: int, position, naive, plain_timestamps: bool
         if converted == result.rows:
             try:
                 with transaction.atomic():
-                    written = _upsert(cursor, plain, distinct=False, fresh=fresh)
+                    written = _upsert(cursor, plain, distinct=False, fresh=fresh, ordered=True)
                 _count(written, result)
                 return result
             except _Repeated:
@@ -470,9 +472,12 @@ def _seen_before(cursor, source: str, checked: str, timestamp: str, naive: bool,
     return cursor.fetchone()[0]
 
 
-def _upsert(cursor, selected: str, *, distinct: bool, fresh: bool = False) -> list[tuple]:
+def _upsert(
+    cursor, selected: str, *, distinct: bool, fresh: bool = False, ordered: bool = False
+) -> list[tuple]:
     """Per cluster: the samples written, the first and the last instant. ``fresh``: the
-    samples are new, tried with a plain INSERT first."""
+    samples are new, tried with a plain INSERT first. ``ordered``: ``selected`` reads a
+    table made in the samples' key order, written in that order without sorting again."""
     rows = (
         f"SELECT DISTINCT ON (2, 3, 4) * FROM ({selected}) s ORDER BY 2, 3, 4, 1 DESC"
         if distinct
@@ -481,15 +486,15 @@ def _upsert(cursor, selected: str, *, distinct: bool, fresh: bool = False) -> li
     if fresh:
         try:
             with transaction.atomic():
-                return _write(cursor, rows, on_conflict=False)
+                return _write(cursor, rows, on_conflict=False, ordered=ordered)
         except IntegrityError as exc:
             if not isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
                 raise
             # Stored already, or twice in the file: the upsert says which.
-    return _write(cursor, rows, on_conflict=True)
+    return _write(cursor, rows, on_conflict=True, ordered=ordered)
 
 
-def _write(cursor, rows: str, *, on_conflict: bool) -> list[tuple]:
+def _write(cursor, rows: str, *, on_conflict: bool, ordered: bool) -> list[tuple]:
     conflict = (
         """ON CONFLICT (team_namespace_id, resource_id, "timestamp", source) DO UPDATE SET
                     allocated = EXCLUDED.allocated, utilization = EXCLUDED.utilization,
@@ -497,6 +502,10 @@ def _write(cursor, rows: str, *, on_conflict: bool) -> list[tuple]:
         if on_conflict
         else ""
     )
+    # In the key's order: each namespace's entries of the key are written together instead of
+    # a page here and a page there (a third faster than in the file's time order). A month a
+    # file fills is then not in time order on disk, which only the time index (BRIN) notices:
+    # the beat's rollups read the current month, which the collector writes in time order.
     try:
         cursor.execute(f"""
             INSERT INTO quotas_usagesample (team_namespace_id, resource_id, "timestamp",
@@ -504,12 +513,7 @@ def _write(cursor, rows: str, *, on_conflict: bool) -> list[tuple]:
             SELECT ns_id, res_id, ts, allocated, utilization, pending, 0, wait, 0, 'csv'
             FROM ({rows}) src (line, ns_id, res_id, ts, allocated, utilization, pending, wait,
                 cluster_id)
-            -- In the key's order: each namespace's entries of the key are written together
-            -- instead of a page here and a page there (a third faster than in the file's
-            -- time order). A month a file fills is then not in time order on disk, which only
-            -- the time index (BRIN) notices: the beat's rollups read the current month, which
-            -- the collector writes in time order.
-            ORDER BY ns_id, res_id, ts
+            {"" if ordered else "ORDER BY ns_id, res_id, ts"}
             {conflict}
         """)
     except DatabaseError as exc:
