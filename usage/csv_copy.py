@@ -230,7 +230,10 @@ def _load(cursor, raw: str, stream, header, first, progress, starts: _LineStarts
     raw_columns = [f"c{i}" for i in range(len(header))]
     cursor.execute("DROP TABLE IF EXISTS usage_import_rows, usage_import_plain")
     columns = (
-        f"(line bigint GENERATED ALWAYS AS IDENTITY (START 2), "
+        # Numbered as COPY reads the lines: this connection alone draws from the sequence, so
+        # numbers drawn a thousand at a time are still consecutive (one at a time, the
+        # sequence cost a third of the COPY).
+        f"(line bigint GENERATED ALWAYS AS IDENTITY (START 2 CACHE 1000), "
         f"{', '.join(f'{c} text' for c in raw_columns)})"
     )
     try:
@@ -261,20 +264,19 @@ def _load(cursor, raw: str, stream, header, first, progress, starts: _LineStarts
                 quoted = quoted or '"' in chunk
                 if progress:
                     progress(lines, read)
+        rows = cursor.cursor.rowcount  # COPY's own count
     except (psycopg.errors.BadCopyFileFormat, psycopg.DataError) as exc:
         raise _Refused(str(exc)) from None
     starts.close()
     # The planner's row counts: without them it would loop over the namespaces per row.
     cursor.execute(f"ANALYZE {raw}")
-    cursor.execute(f"SELECT last_value, is_called FROM {raw}_line_seq")
-    last, called = cursor.fetchone()
     if quoted:
         # A quoted cell holding a line break would move every later line number.
         cells = " OR ".join(f"strpos({c}, E'\\n') > 0" for c in raw_columns)
         cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {raw} WHERE {cells})")
         if cursor.fetchone()[0]:
             raise _Refused("a cell holds a line break")
-    return last - 1 if called else 0
+    return rows
 
 
 def _ensure_months(cursor, raw: str, position: dict[str, int], found: set[str] | None) -> None:

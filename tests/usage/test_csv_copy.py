@@ -162,6 +162,22 @@ def test_a_file_whose_timestamps_are_all_plain_gives_the_same_as_row_by_row(
     )
 
 
+def test_lines_past_the_first_thousands_keep_their_numbers(world):
+    """The staging table numbers the lines from a sequence drawn a thousand at a time."""
+    start = datetime(2025, 3, 1, tzinfo=UTC)
+    rows = [
+        f"{(start + timedelta(minutes=5 * i)).isoformat()},demo,team-a-training,nvidia.com/gpu,"
+        + ("x" if i in (1499, 2398) else "4")
+        + ",,,"
+        for i in range(2500)
+    ]
+    by_copy, copied, by_rows, rowed = _both("\n".join([HEADER, *rows]) + "\n")
+    assert by_copy.method == "copy" and by_copy.rows == 2500
+    assert [(e.line, e.field) for e in by_copy.errors] == [(1501, "allocated"), (2400, "allocated")]
+    assert by_copy.errors == by_rows.errors
+    assert copied == rowed and len(copied) == 2498
+
+
 MONTHS = {f"{month:02d}" for month in range(1, 13)}
 
 
