@@ -10,8 +10,8 @@ What each figure of a day (in ``TIME_ZONE``) of one team namespace and resource 
 - Each sample stands for the time until the next sample of its source (the last one: since the
   previous), at most ``USAGE_SAMPLE_MAX_GAP_SECONDS``, whether or not that neighbour lies in
   the days rolled up (a range rolled up whole or in parts gives the same figures):
-  ``gpu_hours`` = Σ allocated × time, ``borrowed_gpu_hours`` = Σ max(allocated - guarantee,
-  0) × time and
+  ``gpu_hours`` = Σ allocated × time,
+  ``borrowed_gpu_hours`` = Σ max(allocated - guarantee, 0) × time and
   ``idle_guaranteed_gpu_hours`` = Σ max(guarantee - allocated, 0) × time, in unit-hours.
 - The guarantee in force at a sample is the allocation version current at that time; before the
   first version, the first version's (history imported from before the portal knew the
@@ -270,10 +270,10 @@ def _guarantee_lookup(pairs: set[tuple[int, int]]):
 
 def _rollup_python(start: date, end: date, cluster_id: int | None) -> int:
     lo, hi = _day_bounds(start, end)
-    gap = timedelta(seconds=settings.USAGE_SAMPLE_MAX_GAP_SECONDS)
+    reach = timedelta(seconds=settings.USAGE_SAMPLE_MAX_GAP_SECONDS)  # the neighbours' reach
     max_gap = Decimal(settings.USAGE_SAMPLE_MAX_GAP_SECONDS)
     tz = ZoneInfo(settings.TIME_ZONE)
-    samples = UsageSample.objects.filter(timestamp__gte=lo - gap, timestamp__lt=hi + gap)
+    samples = UsageSample.objects.filter(timestamp__gte=lo - reach, timestamp__lt=hi + reach)
     if cluster_id is not None:
         samples = samples.filter(team_namespace__cluster_id=cluster_id)
     pairs = set(samples.values_list("team_namespace_id", "resource_id").distinct())
