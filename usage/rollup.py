@@ -9,7 +9,9 @@ What each figure of a day (in ``TIME_ZONE``) of one team namespace and resource 
   ``pending_wait_mean_seconds`` (mean of the samples' longest waits where something waited).
 - Each sample stands for the time until the next sample of its source (the last one: since the
   previous), at most ``USAGE_SAMPLE_MAX_GAP_SECONDS``, whether or not that neighbour lies in
-  the days rolled up (a range rolled up whole or in parts gives the same figures):
+  the days rolled up, however far it lies (a range rolled up whole or in parts gives the same
+  figures: the samples up to the longest gap around the days are read, and a source whose last
+  one there has no neighbour is asked for one further away, which counts as the longest gap):
   ``gpu_hours`` = Σ allocated × time,
   ``borrowed_gpu_hours`` = Σ max(allocated - guarantee, 0) × time and
   ``idle_guaranteed_gpu_hours`` = Σ max(guarantee - allocated, 0) × time, in unit-hours.
@@ -52,7 +54,7 @@ from django.utils import timezone
 from usage.in_force import values_in_force
 from usage.models import UsageDaily, UsageSample
 from usage.partitions import drop_before, partitioned
-from usage.stats import percentile
+from usage.stats import percentile, stood_for
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +115,14 @@ raw AS (
            (s."timestamp" AT TIME ZONE %(tz)s)::date AS day,
            extract(epoch FROM least(coalesce(
                lead(s."timestamp") OVER w - s."timestamp",
+               -- A neighbour past the samples read is further away than the longest gap.
+               CASE WHEN usage_source_sampled(s.team_namespace_id, s.resource_id, s.source,
+                                              %(hi_gap)s, 'infinity')
+                    THEN make_interval(secs => %(max_gap)s) END,
                s."timestamp" - lag(s."timestamp") OVER w,
+               CASE WHEN usage_source_sampled(s.team_namespace_id, s.resource_id, s.source,
+                                              '-infinity', %(lo_gap)s)
+                    THEN make_interval(secs => %(max_gap)s) END,
                interval '0'), make_interval(secs => %(max_gap)s))) AS seconds
     FROM quotas_usagesample s
     {cluster_join}
@@ -271,7 +280,6 @@ def _guarantee_lookup(pairs: set[tuple[int, int]]):
 def _rollup_python(start: date, end: date, cluster_id: int | None) -> int:
     lo, hi = _day_bounds(start, end)
     reach = timedelta(seconds=settings.USAGE_SAMPLE_MAX_GAP_SECONDS)  # the neighbours' reach
-    max_gap = Decimal(settings.USAGE_SAMPLE_MAX_GAP_SECONDS)
     tz = ZoneInfo(settings.TIME_ZONE)
     samples = UsageSample.objects.filter(timestamp__gte=lo - reach, timestamp__lt=hi + reach)
     if cluster_id is not None:
@@ -288,16 +296,10 @@ def _rollup_python(start: date, end: date, cluster_id: int | None) -> int:
         # (day, source) -> [(sample, seconds, guarantee)]
         by_day: dict[tuple[date, str], list] = defaultdict(list)
         for source, rows in series.items():
-            for i, s in enumerate(rows):
-                if i + 1 < len(rows):
-                    gap = (rows[i + 1].timestamp - s.timestamp).total_seconds()
-                elif i > 0:
-                    gap = (s.timestamp - rows[i - 1].timestamp).total_seconds()
-                else:
-                    gap = 0
+            timed = _stood_for(ns_id, res_id, source, [s.timestamp for s in rows], lo, hi)
+            for s, seconds in zip(rows, timed, strict=True):
                 if not lo <= s.timestamp < hi:
                     continue
-                seconds = min(Decimal(str(gap)), max_gap)
                 day = s.timestamp.astimezone(tz).date()
                 by_day[(day, source)].append((s, seconds, guarantee_at(ns_id, res_id, s.timestamp)))
         days = sorted({day for day, _ in by_day})
@@ -308,6 +310,26 @@ def _rollup_python(start: date, end: date, cluster_id: int | None) -> int:
             _write_day(ns_id, res_id, day, source, rows, every)
             written += 1
     return written
+
+
+def _stood_for(
+    ns_id: int, res_id: int, source: str, times: list[datetime], lo: datetime, hi: datetime
+) -> list[Decimal]:
+    """stood_for() of one source's samples read from ``lo`` - and to ``hi`` + the longest gap,
+    asking the table for samples past them only where the last sample of ``lo``..``hi`` has no
+    neighbour among them."""
+    max_gap = Decimal(settings.USAGE_SAMPLE_MAX_GAP_SECONDS)
+    reach = timedelta(seconds=settings.USAGE_SAMPLE_MAX_GAP_SECONDS)
+    same = UsageSample.objects.filter(team_namespace_id=ns_id, resource_id=res_id, source=source)
+    counted = lo <= times[-1] < hi  # the last sample read is one of the days'
+    more_after = counted and same.filter(timestamp__gte=hi + reach).exists()
+    more_before = (
+        counted
+        and len(times) == 1
+        and not more_after
+        and same.filter(timestamp__lt=lo - reach).exists()
+    )
+    return stood_for(times, max_gap, more_before=more_before, more_after=more_after)
 
 
 def _mean(values: list[Decimal]) -> Decimal | None:

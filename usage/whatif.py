@@ -2,8 +2,9 @@
 other values, beside the same month under the values that were in force.
 
 The replay counts demand as the samples saw it, what ran plus what waited (``allocated +
-pending``), each sample standing for the time until the next sample of its source, at most
-``USAGE_SAMPLE_MAX_GAP_SECONDS``, as the daily rollups count it. Under a guarantee G and a cap C,
+pending``), each sample standing for the time until the next sample of its source (the last
+one: since the previous), at most ``USAGE_SAMPLE_MAX_GAP_SECONDS``, whether or not that
+neighbour lies in the month, as the daily rollups count it. Under a guarantee G and a cap C,
 at each sample:
 
 - what runs is the demand up to the cap; the rest is **blocked** by the cap;
@@ -20,17 +21,19 @@ a higher cap would have let in is not invented.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from usage.in_force import ValuesAt, values_in_force
 from usage.models import UsageSample
+from usage.stats import stood_for
 
 ZERO = Decimal(0)
 HOUR = Decimal(3600)
@@ -105,35 +108,22 @@ class WhatIf:
     proposed: Replay
 
 
-def _timed(
-    rows: Sequence[tuple[datetime, Decimal]], max_gap: Decimal
-) -> list[tuple[datetime, Point]]:
-    """The samples of one source in time order, each with the seconds it stands for."""
-    timed = []
-    for i, (at, demand) in enumerate(rows):
-        if i + 1 < len(rows):
-            gap = (rows[i + 1][0] - at).total_seconds()
-        elif i > 0:
-            gap = (at - rows[i - 1][0]).total_seconds()
-        else:
-            gap = 0
-        timed.append((at, Point(seconds=min(Decimal(str(gap)), max_gap), demand=demand)))
-    return timed
-
-
 def _points_by_pair(
     pairs: set[tuple[int, int]], lo: datetime, hi: datetime
 ) -> dict[tuple[int, int], list[tuple[datetime, Point]]]:
-    """The chosen source's timed samples of each pair in [lo, hi), in one query."""
+    """The chosen source's timed samples of each pair in [lo, hi): the samples read with their
+    neighbours up to the longest gap on either side, in one query (and, for a source whose
+    last sample there has no later neighbour, one asking whether it has one further away)."""
     tz = ZoneInfo(settings.TIME_ZONE)
     max_gap = Decimal(settings.USAGE_SAMPLE_MAX_GAP_SECONDS)
+    reach = timedelta(seconds=settings.USAGE_SAMPLE_MAX_GAP_SECONDS)
     series: dict[tuple[int, int, str], list[tuple[datetime, Decimal]]] = defaultdict(list)
     rows = (
         UsageSample.objects.filter(
             team_namespace_id__in={ns for ns, _ in pairs},
             resource_id__in={res for _, res in pairs},
-            timestamp__gte=lo,
-            timestamp__lt=hi,
+            timestamp__gte=lo - reach,
+            timestamp__lt=hi + reach,
         )
         .order_by("team_namespace_id", "resource_id", "source", "timestamp")
         .values_list(
@@ -143,15 +133,26 @@ def _points_by_pair(
     for ns_id, res_id, source, at, allocated, pending in rows.iterator(chunk_size=5000):
         if (ns_id, res_id) in pairs:
             series[(ns_id, res_id, source)].append((at, allocated + pending))
+    open_ended = [key for key, samples in series.items() if lo <= samples[-1][0] < hi]
+    after = _with_samples(open_ended, timestamp__gte=hi + reach)
     # (pair, day) -> source -> timed points of that day
     days: dict[tuple[int, int], dict[date, dict[str, list]]] = defaultdict(
         lambda: defaultdict(dict)
     )
-    for (ns_id, res_id, source), samples in series.items():
-        for at, point in _timed(samples, max_gap):
-            days[(ns_id, res_id)][at.astimezone(tz).date()].setdefault(source, []).append(
-                (at, point)
-            )
+    for key, samples in series.items():
+        ns_id, res_id, source = key
+        lone = key in open_ended and key not in after and len(samples) == 1
+        seconds = stood_for(
+            [at for at, _ in samples],
+            max_gap,
+            more_after=key in after,
+            more_before=lone and bool(_with_samples([key], timestamp__lt=lo - reach)),
+        )
+        for (at, demand), stood in zip(samples, seconds, strict=True):
+            if lo <= at < hi:
+                days[(ns_id, res_id)][at.astimezone(tz).date()].setdefault(source, []).append(
+                    (at, Point(seconds=stood, demand=demand))
+                )
     chosen: dict[tuple[int, int], list[tuple[datetime, Point]]] = {}
     for pair, by_day in days.items():
         points = []
@@ -161,6 +162,20 @@ def _points_by_pair(
             points.extend(sources[source])
         chosen[pair] = points
     return chosen
+
+
+def _with_samples(keys: list[tuple[int, int, str]], **when) -> set[tuple[int, int, str]]:
+    """Of the (namespace id, resource id, source) ``keys``, those with a sample ``when``."""
+    if not keys:
+        return set()
+    which = Q()
+    for ns_id, res_id, source in keys:
+        which |= Q(team_namespace_id=ns_id, resource_id=res_id, source=source)
+    return set(
+        UsageSample.objects.filter(which, **when)
+        .values_list("team_namespace_id", "resource_id", "source")
+        .distinct()
+    )
 
 
 def window(now: datetime | None = None) -> tuple[date, date, datetime, datetime]:
@@ -178,7 +193,8 @@ def what_ifs(
 ) -> list[WhatIf | None]:
     """For each (namespace id, resource id, guarantee, cap): the last month as it was and under
     those values, or None where no sample of the pair is stored in the window. Three queries
-    however many proposals (the samples, the allocations, their versions)."""
+    however many proposals (the samples, the allocations, their versions), and one more when a
+    source's last sample of the month has no later neighbour read with it."""
     proposals = list(proposals)
     if not proposals:
         return []

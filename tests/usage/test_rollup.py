@@ -16,6 +16,7 @@ from usage import rollup
 from usage.models import UsageDaily, UsageSample
 from usage.rollup import usage_prune, usage_rollup
 from usage.selectors import typical_daily_peaks, usage_daily_for
+from usage.stats import stood_for
 
 DAY = date(2025, 3, 1)
 MARCH_3 = date(2025, 3, 3)
@@ -34,6 +35,20 @@ def sample(ns, gpu, when, allocated, source="cluster", **extra):
         source=source,
         **extra,
     )
+
+
+def test_each_sample_stands_until_the_next_the_last_since_the_previous_at_most_the_gap():
+    gap = Decimal(3600)
+    times = [at(0), at(0, 5), at(3), at(3, 20)]
+    # 5 minutes; 2 h 55 capped at the gap; 20 minutes; the last since the previous.
+    assert stood_for(times, gap) == [300, 3600, 1200, 1200]
+    # A later sample past those given: the last stands for the gap.
+    assert stood_for(times, gap, more_after=True)[-1] == 3600
+    # A lone sample: nothing (no neighbour), or the gap (one before, further away).
+    assert stood_for([at(1)], gap) == [0]
+    assert stood_for([at(1)], gap, more_before=True) == [3600]
+    assert stood_for([at(1)], gap, more_after=True) == [3600]
+    assert stood_for([], gap) == []
 
 
 @pytest.mark.django_db
@@ -100,6 +115,33 @@ def test_a_sources_last_sample_after_midnight_stands_since_the_previous_days(ns_
     day = UsageDaily.objects.get()
     assert (day.day, day.samples) == (DAY, 1)
     assert day.gpu_hours == 4  # 6 GPUs for the 40 minutes since the previous sample
+
+
+@pytest.mark.django_db
+def test_a_sample_before_a_hole_past_the_days_stands_for_the_longest_gap(ns_a, gpu, alloc_a):
+    # Both paths: the source stops at 23:55 and comes back after 2 a.m., further than the
+    # longest gap (1 h) past the day. The 23:55 sample stands for that gap, rolled up alone or
+    # with the next day; not since the previous sample.
+    sample(ns_a, gpu, at(23, 50), 6)
+    sample(ns_a, gpu, at(23, 55), 6)
+    sample(ns_a, gpu, at(2, 10, DAY + timedelta(days=1)), 6)
+    assert usage_rollup(start=DAY, end=DAY).days == 1
+    alone = UsageDaily.objects.get(day=DAY).gpu_hours
+    assert alone == Decimal("6.5")  # 6 GPUs for 5 minutes, then for an hour
+    assert usage_rollup(start=DAY, end=DAY + timedelta(days=1)).days == 2
+    assert UsageDaily.objects.get(day=DAY).gpu_hours == alone
+
+
+@pytest.mark.django_db
+def test_a_lone_sample_long_after_the_previous_stands_for_the_longest_gap(ns_a, gpu, alloc_a):
+    # Both paths: the previous sample lies a day before the days rolled up, and the last one of
+    # the source stands since it, at most the longest gap.
+    sample(ns_a, gpu, at(8, 0, DAY - timedelta(days=1)), 6)
+    sample(ns_a, gpu, at(12, 0), 6)
+    assert usage_rollup(start=DAY, end=DAY).days == 1
+    assert UsageDaily.objects.get(day=DAY).gpu_hours == 6
+    assert usage_rollup(start=DAY - timedelta(days=1), end=DAY).days == 2
+    assert UsageDaily.objects.get(day=DAY).gpu_hours == 6
 
 
 @pytest.mark.django_db
@@ -231,6 +273,13 @@ def test_a_range_rolled_up_in_parts_on_their_own_connections_gives_the_one_state
     # since the previous day's, which the part's own days do not hold.
     UsageSample.objects.filter(team_namespace=ns_b, timestamp__gte=at(0, 0, MARCH_3)).delete()
     sample(ns_b, gpu, at(0, 10, MARCH_3), 9)
+    # ns_a's sources stop at 22:00 on a part's last day and come back at 2 a.m., further than
+    # the longest gap past the part: its last samples stand for that gap in both.
+    UsageSample.objects.filter(
+        team_namespace=ns_a,
+        timestamp__gte=at(22, 0, date(2025, 3, 4)),
+        timestamp__lt=at(2, 0, date(2025, 3, 5)),
+    ).delete()
     start, end = date(2025, 3, 1), date(2025, 3, 5)
 
     settings.USAGE_ROLLUP_CONNECTIONS = 1

@@ -13,7 +13,8 @@ from quotas.services import allocation_set
 from tests.support.api import as_user
 from tests.support.requests import line_data, new_request
 from tests.support.usage import june_suggestions_create, june_usage_create
-from usage.models import UsageSample
+from usage.models import UsageDaily, UsageSample
+from usage.rollup import usage_rollup
 from usage.whatif import Point, replay, what_ifs
 
 NOW = datetime(2026, 6, 15, 12, tzinfo=UTC)
@@ -94,6 +95,29 @@ def test_the_month_as_it_was_follows_the_values_in_force_and_the_proposal_replac
     proposed = mine.proposed
     assert (proposed.blocked, proposed.borrowed, proposed.covered, proposed.idle) == (0, 0, 160, 0)
     assert proposed.guaranteed == 160
+
+
+@pytest.mark.django_db
+def test_the_months_last_sample_counts_its_neighbour_past_the_window_as_the_rollup_does(
+    ns_a, gpu, alloc_a
+):
+    # The source stops at 23:30 on the window's last day and comes back at 2 a.m. today,
+    # further than the longest gap (1 h) past the window: the 23:30 sample stands for that gap,
+    # as the day's rollup counts it; the first one for the 30 minutes to the second.
+    last_day = NOW.date() - timedelta(days=1)
+    _samples(ns_a, gpu, datetime(2026, 6, 14, 23, tzinfo=UTC), 1, 4, every=30)
+    _samples(ns_a, gpu, datetime(2026, 6, 15, 2, tzinfo=UTC), 1, 4)
+    (mine,) = what_ifs([(ns_a.pk, gpu.pk, D(4), D(4))], now=NOW)
+    assert (mine.samples, mine.end) == (2, last_day)
+    assert mine.was.demand == 6  # 4 for 30 minutes, then for an hour
+    usage_rollup(start=last_day, end=last_day)
+    assert UsageDaily.objects.get(day=last_day).gpu_hours == mine.was.demand
+    # A lone sample a day after the previous one stands for the longest gap likewise.
+    UsageSample.objects.all().delete()
+    _samples(ns_a, gpu, datetime(2026, 5, 1, 8, tzinfo=UTC), 1, 4)
+    _samples(ns_a, gpu, datetime(2026, 6, 14, 12, tzinfo=UTC), 1, 4)
+    (lone,) = what_ifs([(ns_a.pk, gpu.pk, D(4), D(4))], now=NOW)
+    assert (lone.samples, lone.was.demand) == (1, 4)
 
 
 @pytest.mark.django_db
