@@ -7,6 +7,9 @@
 GRANT USAGE ON SCHEMA public TO portal_app;
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO portal_app;
 GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO portal_app;
+-- The portal's own functions (the usage rollup's usage_source_sampled), also where EXECUTE is
+-- not left to PUBLIC.
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO portal_app;
 -- The events: the triggers refuse UPDATE and DELETE, but not TRUNCATE, and a role with these
 -- privileges (or owning the table) could also lift the triggers.
 REVOKE UPDATE, DELETE, TRUNCATE, TRIGGER, REFERENCES ON quotas_auditevent FROM portal_app;

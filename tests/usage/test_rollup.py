@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from quotas.models import AllocationVersion
 from quotas.services import allocation_set
+from tests.support.db_roles import as_application_role
 from tests.support.locks import require_postgresql
 from usage import rollup
 from usage.models import UsageDaily, UsageSample
@@ -142,6 +143,22 @@ def test_a_lone_sample_long_after_the_previous_stands_for_the_longest_gap(ns_a, 
     assert UsageDaily.objects.get(day=DAY).gpu_hours == 6
     assert usage_rollup(start=DAY - timedelta(days=1), end=DAY).days == 2
     assert UsageDaily.objects.get(day=DAY).gpu_hours == 6
+
+
+@pytest.mark.django_db
+def test_the_application_role_rolls_up_where_functions_are_not_left_to_public(ns_a, gpu, alloc_a):
+    require_postgresql("the rollup's function and the application role are PostgreSQL's")
+    # The next sample lies past the day's reach: the statement asks usage_source_sampled().
+    sample(ns_a, gpu, at(23, 55), 6)
+    sample(ns_a, gpu, at(2, 10, DAY + timedelta(days=1)), 6)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "REVOKE EXECUTE ON FUNCTION usage_source_sampled("
+            "bigint, bigint, varchar, timestamptz, timestamptz) FROM PUBLIC"
+        )
+    with as_application_role():  # the documented grants
+        assert usage_rollup(start=DAY, end=DAY).days == 1
+    assert UsageDaily.objects.get().gpu_hours == 6
 
 
 @pytest.mark.django_db
