@@ -123,7 +123,12 @@ class QuotaRequest(models.Model):
         verbose_name = _("quota request")
         verbose_name_plural = _("quota requests")
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["status", "kind"], name="request_status_kind")]
+        indexes = [
+            models.Index(fields=["status", "kind"], name="request_status_kind"),
+            # The lists' default order (pages and API): a page reads its rows from here, not
+            # every request joined and sorted first.
+            models.Index(fields=["-created_at", "-id"], name="request_newest_first"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(LessThanOrEqual(Length("justification"), JUSTIFICATION_MAX_LENGTH))
