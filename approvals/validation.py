@@ -330,7 +330,7 @@ def requests_fit_problems(
     }
     unread = [r.pk for r in requests if getattr(r, "listed_lines", None) is None]
     for line in (
-        RequestLine.objects.filter(request_id__in=unread)
+        RequestLine.objects.filter(request_id__any_of=unread)
         .select_related("team_namespace", "resource")
         .order_by("id")
         if unread

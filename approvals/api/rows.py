@@ -126,12 +126,12 @@ def request_list_bodies(rows: list[dict]) -> list[dict]:
     moment = moments()
     ids = [row["id"] for row in rows]
     lines: dict[int, list[dict]] = defaultdict(list)
-    page_lines = RequestLine.objects.filter(request_id__in=ids).order_by("id")
+    page_lines = RequestLine.objects.filter(request_id__any_of=ids).order_by("id")
     for row in _json_values(page_lines, LINE_COLUMNS, LINE_JSON):
         lines[row["request_id"]].append(_line(row))
     approvals: dict[int, list[dict]] = defaultdict(list)
     for row in (
-        Approval.objects.filter(request_id__in=ids)
+        Approval.objects.filter(request_id__any_of=ids)
         .order_by("request_id", "created_at", "id")
         .values(*APPROVAL_COLUMNS)
     ):
