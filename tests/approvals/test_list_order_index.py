@@ -2,6 +2,8 @@
 order of the index made for it (request_newest_first): the page's rows, not every request
 joined and sorted first, which grew with the requests (20 ms for 3,050 against 0.2 ms)."""
 
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -53,3 +55,31 @@ def test_a_default_page_reads_its_rows_in_the_order_of_the_newest_first_index(
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "request_newest_first" in plan, plan
     assert "Sort Key" not in plan, plan
+
+
+@pytest.mark.parametrize("where", ["page", "api"])
+def test_a_leads_page_never_walks_past_other_teams_requests_row_by_row(
+    client, admin, team_a, team_b, lead_a, where
+):
+    # The lead's team asked long ago, the others since: walking the requests newest first to
+    # find the lead's would read every other request. The index holds the team: a request of
+    # another team is passed over in the index, never read from the table.
+    require_postgresql("the query plans are PostgreSQL's")
+    for team, count in ((team_a, 200), (team_b, REQUESTS)):
+        QuotaRequest.objects.bulk_create(
+            QuotaRequest(team=team, requested_by=admin, kind=QuotaRequest.Kind.PERMANENT)
+            for _ in range(count)
+        )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE approvals_quotarequest")
+    if where == "page":
+        client.force_login(lead_a)
+        sql = _page_query(client, "/requests/")
+    else:
+        _row, token = api_token_create(user=lead_a, name="t")
+        sql = _page_query(client, "/api/v1/requests/", HTTP_AUTHORIZATION=f"Bearer {token}")
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE) {sql}")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    removed = [int(n) for n in re.findall(r"Rows Removed by Filter: (\d+)", plan)]
+    assert all(n < 100 for n in removed), plan
