@@ -235,6 +235,11 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
     # JSON only, parsed with limits (depth, lone surrogates, NUL) that give 400, never 500.
     "DEFAULT_PARSER_CLASSES": ["portal.api.parsers.StrictJSONParser"],
+    # DRF's JSON written by orjson (portal/api/renderers.py); the browsable API as DRF's.
+    "DEFAULT_RENDERER_CLASSES": [
+        "portal.api.renderers.ApiJSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
     "DEFAULT_THROTTLE_CLASSES": [
         "portal.api.throttling.TokenRateThrottle",
         "portal.api.throttling.AddressRateThrottle",

@@ -11,10 +11,11 @@ from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema, inline_serializer
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework import permissions, serializers
-from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
+
+from portal.api.renderers import ApiJSONRenderer
 
 API_PREFIX = "api/v1/"
 _CONVERTER = re.compile(r"<(?:\w+:)?(\w+)>")
@@ -97,8 +98,8 @@ class _ErrorsAsJson:
 
     def finalize_response(self, request, response, *args, **kwargs):
         if response.status_code >= 400:
-            request.accepted_renderer = JSONRenderer()
-            request.accepted_media_type = JSONRenderer.media_type
+            request.accepted_renderer = ApiJSONRenderer()
+            request.accepted_media_type = ApiJSONRenderer.media_type
         return super().finalize_response(request, response, *args, **kwargs)
 
 

@@ -7,7 +7,8 @@ and in the other language."""
 from datetime import timedelta
 
 import pytest
-from django.utils import timezone
+from django.utils import timezone, translation
+from rest_framework.renderers import JSONRenderer
 
 from approvals.lifecycle import (
     request_approve,
@@ -18,6 +19,7 @@ from approvals.lifecycle import (
 )
 from approvals.lines import Decision, LineInput
 from approvals.models import QuotaRequest
+from portal.api.renderers import ApiJSONRenderer
 from portal.tokens import api_token_create
 from quotas.models import PriorityClass, TeamNamespace
 
@@ -99,3 +101,20 @@ def test_each_list_row_is_the_request_read_alone(
     for row in rows:
         alone = client.get(f"/api/v1/requests/{row['id']}/", **headers).json()
         assert row == alone
+
+
+@pytest.mark.parametrize(("zone", "language"), [("UTC", "en"), ("Asia/Shanghai", "zh-hans")])
+def test_the_list_is_written_as_drfs_renderer_writes_it(
+    client, varied, admin, settings, zone, language
+):
+    """The list's bytes are those of DRF's JSONRenderer (portal/api/renderers.py writes them
+    with orjson), moments, amounts, texts in Chinese and all."""
+    settings.TIME_ZONE = zone
+    _row, token = api_token_create(user=admin, name="t")
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}", "HTTP_ACCEPT_LANGUAGE": language}
+    answer = client.get("/api/v1/requests/?page_size=500", **headers)
+    assert answer.status_code == 200
+    assert type(answer.accepted_renderer) is ApiJSONRenderer
+    with translation.override(language):
+        assert answer.content == JSONRenderer().render(answer.data)
+    assert len(answer.json()["results"]) > 5
