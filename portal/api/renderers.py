@@ -45,9 +45,10 @@ class ApiJSONRenderer(JSONRenderer):
             written = orjson.dumps(data, default=default, option=_OPTIONS)
         except orjson.JSONEncodeError:
             # What orjson cannot write (an integer beyond 64 bits, a lone surrogate): DRF's
-            # answer, or DRF's refusal.
-            self.encoder_class = _encoder_with(converted)
-            return super().render(data, accepted_media_type, renderer_context)
+            # answer, or DRF's refusal, by a renderer of its own (this one is left as it was).
+            fallback = JSONRenderer()
+            fallback.encoder_class = _encoder_with(converted)
+            return fallback.render(data, accepted_media_type, renderer_context)
         if b"\xe2\x80" in written:
             written = written.replace(_LINE_SEPARATOR, b"\\u2028").replace(
                 _PARAGRAPH_SEPARATOR, b"\\u2029"
