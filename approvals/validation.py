@@ -315,28 +315,30 @@ def validate_lines(
 
 
 def requests_fit_problems(
-    requests: Iterable[QuotaRequest], *, assuming: Iterable[RequestLine] = ()
+    requests: Iterable[QuotaRequest],
+    *,
+    assuming: Iterable[RequestLine] = (),
+    lines_of: dict[int, list[RequestLine]] | None = None,
 ) -> dict[int, list[Finding]]:
     """Does each request, with its decided (or requested) values, fit the plan now?
 
     The one answer the admin queue, the request page, the API and auto-approval ask: per
     request id, the errors approving it would meet (empty: it fits). ``assuming`` are lines
-    of another request taken as applied first. Reads each cluster once for all requests.
+    of another request taken as applied first. ``lines_of``: the requests' lines (with their
+    namespaces and resources) as the caller read them already (the request list), else they
+    are read here. Reads each cluster once for all requests.
     """
     requests = list(requests)
-    # Lines a list page read already (requests_listed_for's listed_lines) are used as they are.
-    lines_of: dict[int, list[RequestLine]] = {
-        r.pk: list(getattr(r, "listed_lines", None) or []) for r in requests
-    }
-    unread = [r.pk for r in requests if getattr(r, "listed_lines", None) is None]
-    for line in (
-        RequestLine.objects.filter(request_id__any_of=unread)
-        .select_related("team_namespace", "resource")
-        .order_by("id")
-        if unread
-        else ()
-    ):
-        lines_of[line.request_id].append(line)
+    if lines_of is None:
+        lines_of = {r.pk: [] for r in requests}
+        for line in (
+            RequestLine.objects.filter(request_id__any_of=list(lines_of))
+            .select_related("team_namespace", "resource")
+            .order_by("id")
+            if lines_of
+            else ()
+        ):
+            lines_of[line.request_id].append(line)
     assuming = list(assuming)
     wanted = _wanted([*assuming, *(line for ls in lines_of.values() for line in ls)])
     # Whether a request fits is a matter of errors; warnings (usage) are not read here.

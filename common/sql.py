@@ -1,8 +1,15 @@
 """What the portal's few hand-written queries share (the plan check's reads: quotas.selectors
-allocation_facts_of, approvals.budgets holding_lines). They are written in SQL that
-PostgreSQL and SQLite both take, and answer what the ORM would."""
+allocation_facts_of, approvals.budgets holding_lines; the request list's rows:
+approvals.selectors requests_listed). They are written in SQL that PostgreSQL and SQLite both
+take, and answer what the ORM would."""
 
+from datetime import datetime
 from decimal import Context, Decimal
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 _SQLITE_DECIMAL = Context(prec=15)
 
@@ -21,3 +28,15 @@ def db_decimal(value) -> Decimal | None:
     if value is None or isinstance(value, Decimal):
         return value
     return _SQLITE_DECIMAL.create_decimal_from_float(float(value))
+
+
+def db_moment(value) -> datetime | None:
+    """A moment as the database answers a timestamp column: aware on PostgreSQL; on SQLite
+    a naive time in the connection's zone (or its text), made aware as Django's ORM makes it."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if settings.USE_TZ and timezone.is_naive(value):
+        value = timezone.make_aware(value, connection.timezone)
+    return value

@@ -22,7 +22,13 @@ from approvals.access import may_decide
 from approvals.bulk import MAX_BULK, requests_decide_many
 from approvals.filtersets import RequestFilterSet
 from approvals.models import QuotaRequest
-from approvals.selectors import request_status_counts, requests_listed_for, requests_visible_to
+from approvals.selectors import (
+    ListedLine,
+    ListedRequest,
+    request_status_counts,
+    requests_listed,
+    requests_visible_to,
+)
 from approvals.validation import requests_fit_problems
 from common.amounts import format_amount
 from common.choices import choice_labels
@@ -87,10 +93,14 @@ def _status_counts(filters: RequestFilterSet, visible) -> dict[str, int]:
     return {} if counted is None else request_status_counts(counted)
 
 
-def _plan_problems(requests: list[QuotaRequest]) -> dict[int, list[str]]:
+def _plan_problems(requests: list[ListedRequest]) -> dict[int, list[str]]:
     """The same answer the API's fits_plan and the approval give, for the page's waiting
     requests at once."""
-    problems = requests_fit_problems([qr for qr in requests if qr.status == S.SUBMITTED])
+    waiting = [qr for qr in requests if qr.status == S.SUBMITTED]
+    problems = requests_fit_problems(
+        [QuotaRequest(pk=qr.pk) for qr in waiting],
+        lines_of={qr.pk: list(qr.plan_lines) for qr in waiting},
+    )
     return {pk: [f.message for f in found] for pk, found in problems.items()}
 
 
@@ -104,11 +114,11 @@ def _amount(value) -> str:
     return "" if value is None else format_amount(value)
 
 
-def _line_text(line) -> dict:
+def _line_text(line: ListedLine) -> dict:
     return {
-        "namespace": line.team_namespace.name,
-        "cluster": line.team_namespace.cluster.name,
-        "resource": line.resource.name,
+        "namespace": line.namespace,
+        "cluster": line.cluster,
+        "resource": line.resource,
         "current": (_amount(line.current_guarantee), _amount(line.current_cap)),
         "requested": (_amount(line.requested_guarantee), _amount(line.requested_cap)),
         "decided": None
@@ -118,17 +128,17 @@ def _line_text(line) -> dict:
     }
 
 
-def _until(qr: QuotaRequest) -> str:
+def _until(qr: ListedRequest) -> str:
     if qr.is_extension:
         return _("grant #%(grant)s: end %(end)s → %(new)s") % {
             "grant": qr.extends_id,
-            "end": _minute(qr.extends.ends_at),
+            "end": _minute(qr.extends_ends_at),
             "new": _minute(qr.ends_at),
         }
     return _("until %(end)s") % {"end": _minute(qr.ends_at)} if qr.ends_at else ""
 
 
-def _rows(requests: list[QuotaRequest], *, user=None) -> list[dict]:
+def _rows(requests: list[ListedRequest], *, user=None) -> list[dict]:
     """Each request of the page as its row writes it: labels, moments and amounts formatted
     once here, not by template filters per cell. ``user``: the admin of the queue, whose
     rows waiting for someone else's decision can be selected."""
@@ -141,7 +151,7 @@ def _rows(requests: list[QuotaRequest], *, user=None) -> list[dict]:
             {
                 "pk": qr.pk,
                 "url": reverse("requests-detail", args=[qr.pk]),
-                "team": qr.team.slug,
+                "team": qr.team,
                 "status": qr.status,
                 "status_label": status_labels.get(qr.status, qr.status),
                 "plan_problems": "; ".join(problems.get(qr.pk, [])),
@@ -150,8 +160,8 @@ def _rows(requests: list[QuotaRequest], *, user=None) -> list[dict]:
                 "selectable": user is not None
                 and qr.status == S.SUBMITTED
                 and qr.requested_by_id != user.pk,
-                "lines": [_line_text(line) for line in qr.listed_lines],
-                "requester": qr.requested_by.get_username(),
+                "lines": [_line_text(line) for line in qr.lines],
+                "requester": qr.requester,
                 "submitted": _minute(qr.submitted_at) if qr.submitted_at else "",
                 "age": _("%(age)s ago") % {"age": timesince(qr.submitted_at)}
                 if qr.submitted_at
@@ -189,7 +199,7 @@ def _request_list_context(request: HttpRequest) -> tuple[dict, int]:
     scope = team_scope(user)
     filters = RequestFilterSet(
         request.GET or None,
-        queryset=requests_listed_for(user, scope=scope),
+        queryset=requests_visible_to(user, scope=scope),
         request=request,
         teams=scope.teams_visible(),
     )
@@ -204,7 +214,8 @@ def _request_list_context(request: HttpRequest) -> tuple[dict, int]:
         if not cleaned.get("ordering"):
             rows = rows.order_by(*_default_order(cleaned))
     counts = _status_counts(filters, requests_visible_to(user, scope=scope))
-    paginator = Paginator(rows, PAGE_SIZE)
+    # The page's ids, then its rows by one statement (requests_listed).
+    paginator = Paginator(rows.values_list("pk", flat=True), PAGE_SIZE)
     if not errors:
         # The rows are the counted requests of the status asked for (all: every status), so
         # the tabs' counts give the pager's total without a count of its own.
@@ -221,7 +232,7 @@ def _request_list_context(request: HttpRequest) -> tuple[dict, int]:
             "filters": filters.form,
             "filter_errors": errors,
             "page": page,
-            "rows": _rows(list(page), user=user if bulk else None),
+            "rows": _rows(requests_listed(list(page)), user=user if bulk else None),
             "bulk": bulk,
             "bulk_next": request.get_full_path(),
             "query": params.urlencode(),

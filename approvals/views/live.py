@@ -26,7 +26,7 @@ from approvals.selectors import (
     request_status_counts,
     request_syncs,
     request_timeline,
-    requests_listed_for,
+    requests_listed,
     requests_live_versions,
     requests_visible_to,
 )
@@ -151,9 +151,8 @@ def request_list_live(request: HttpRequest) -> HttpResponse:
     etag = _etag(user, (sorted(counts.items()), now_ids, shown, plans, sorted(versions.items())))
     if _unchanged(request, etag):
         return _not_modified(etag)
-    rows = list(requests_listed_for(user, scope=scope).filter(pk__in=[pk for pk, _ in shown]))
     context = {
-        "rows": _rows(rows),
+        "rows": _rows(requests_listed([pk for pk, _ in shown])),
         "tabs": _status_tabs(request, counts, params.get("status", "")),
         "list_changed": set(now_ids) != set(ids),
         "query": params.urlencode(),
