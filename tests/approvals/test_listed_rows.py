@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from approvals.grants import grant_extension_request
-from approvals.lifecycle import request_approve, request_create, request_submit
+from approvals.lifecycle import request_create, request_submit
 from approvals.lines import LineInput
 from approvals.models import QuotaRequest
 from approvals.selectors import requests_listed

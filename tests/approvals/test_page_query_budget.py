@@ -17,8 +17,8 @@ pytestmark = pytest.mark.django_db
 # on /). And for the fix of a cap above the cluster's share: the allocations concerned, of the
 # teams the user may ask for (one on /clusters/ where such a finding shows).
 BUDGETS = [
-    ("/", "lead_c", 14),
-    ("/requests/", "lead_c", 14),
+    ("/", "lead_c", 13),
+    ("/requests/", "lead_c", 13),
     ("/requests/", "admin", 13),
     ("/requests/?status=submitted", "admin", 13),
     ("/clusters/", "admin", 13),

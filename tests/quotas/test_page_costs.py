@@ -92,7 +92,12 @@ def test_a_team_scope_gives_the_answers_of_the_team_selectors(admin, auditor):
         assert _ids(scope.teams_visible()) == _ids(teams_visible_to(user)), user
         assert _ids(scope.teams_requestable()) == _ids(teams_requestable_by(user)), user
         assert scope.may_request_any() == teams_requestable_by(user).exists(), user
-    scope = team_scope(lead)
+    # The memberships and every level of departments below them in one query (the others:
+    # the user's groups, which a request reads with the user).
+    with CaptureQueriesContext(connection) as read:
+        scope = team_scope(lead)
+    teams = [q["sql"] for q in read.captured_queries if "auth_group" not in q["sql"]]
+    assert len(teams) == 1, teams
     assert scope.visible_ids == {department.pk, child.pk, grandchild.pk, member_team.pk}
     assert scope.requestable_ids == {department.pk, child.pk, grandchild.pk}
     assert scope.roles == {department.pk: "lead", member_team.pk: "member"}
