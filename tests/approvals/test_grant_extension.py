@@ -12,26 +12,10 @@ from approvals.lifecycle import request_approve, request_reject, requests_follow
 from approvals.models import ApprovalPolicy, QuotaRequest
 from common.errors import NotAllowed, PermissionDenied, ValidationFailed
 from quotas.models import Allocation, AuditEvent, SyncRequest
-from tests.support.requests import new_request
+from tests.support.requests import new_request, running_grant
 
 pytestmark = pytest.mark.django_db
 S = QuotaRequest.Status
-
-
-def running_grant(lead, ns, gpu, admin, *, guarantee=3, cap=6, hours=30) -> QuotaRequest:
-    """A temporary grant approved, applied and started (its syncs done)."""
-    from approvals.lifecycle import request_submit
-
-    grant = new_request(
-        lead, ns, gpu, guarantee, cap, kind="temporary", ends_in=timedelta(hours=hours)
-    )
-    request_submit(request=grant, acting_user=lead)
-    request_approve(request=grant, acting_user=admin)
-    grant.sync_requests.update(status=SyncRequest.Status.DONE)
-    requests_follow_syncs(request_ids=[grant.pk])
-    grant.refresh_from_db()
-    assert grant.status == S.ACTIVE
-    return grant
 
 
 @pytest.fixture

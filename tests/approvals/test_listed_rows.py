@@ -17,8 +17,7 @@ from approvals.selectors import requests_listed
 from approvals.validation import requests_fit_problems
 from quotas.models import ClusterCapacity, Resource, TeamNamespace
 from quotas.services import allocation_set
-from tests.approvals.test_grant_extension import running_grant
-from tests.support.requests import new_request
+from tests.support.requests import new_request, running_grant
 
 pytestmark = pytest.mark.django_db
 S = QuotaRequest.Status

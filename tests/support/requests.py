@@ -1,9 +1,19 @@
-"""Quota requests made through the services, and the new-request form's POST data."""
+"""Quota requests made through the services (a running temporary grant too), and the
+new-request form's POST data."""
+
+from datetime import timedelta
 
 from django.utils import timezone
 
-from approvals.lifecycle import request_create
+from approvals.lifecycle import (
+    request_approve,
+    request_create,
+    request_submit,
+    requests_follow_syncs,
+)
 from approvals.lines import LineInput
+from approvals.models import QuotaRequest
+from quotas.models import SyncRequest
 
 
 def new_request(user, ns, gpu, guarantee, cap, *, kind="permanent", ends_in=None, **kwargs):
@@ -38,3 +48,17 @@ def line_data(ns, gpu, guarantee, cap, *, per_pod_max="", total=3, **extra) -> d
     }
     data.update(extra)
     return data
+
+
+def running_grant(lead, ns, gpu, admin, *, guarantee=3, cap=6, hours=30) -> QuotaRequest:
+    """A temporary grant approved, applied and started (its syncs done)."""
+    grant = new_request(
+        lead, ns, gpu, guarantee, cap, kind="temporary", ends_in=timedelta(hours=hours)
+    )
+    request_submit(request=grant, acting_user=lead)
+    request_approve(request=grant, acting_user=admin)
+    grant.sync_requests.update(status=SyncRequest.Status.DONE)
+    requests_follow_syncs(request_ids=[grant.pk])
+    grant.refresh_from_db()
+    assert grant.status == QuotaRequest.Status.ACTIVE
+    return grant
