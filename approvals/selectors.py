@@ -1,6 +1,5 @@
 """Reads of requests, scoped to who asks; previews of what a request would write."""
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,7 +20,7 @@ from approvals.models import Approval, QuotaRequest, RequestLine
 from approvals.transitions import ALLOWED
 from approvals.validation import held_by_grants
 from common.amounts import format_amount
-from common.sql import db_decimal, db_moment, in_list
+from common.sql import db_decimal, db_json, db_moment, in_list
 from quotas.kube.plan import AllocationChange, resource_plan
 from quotas.mig import mig_profile_of
 from quotas.mig_display import layout_cells
@@ -290,10 +289,6 @@ def _loaded(model, values: dict):
     return model.from_db(connection.alias, names, [values[name] for name in names])
 
 
-def _json(value):
-    return json.loads(value) if isinstance(value, str) else value
-
-
 def _plan_line(row: tuple, amounts: list) -> RequestLine:
     """A line of requests_listed's statement as the plan check reads it: its amounts and
     priority classes, its namespace (cluster, workload class, team) and resource."""
@@ -312,8 +307,8 @@ def _plan_line(row: tuple, amounts: list) -> RequestLine:
             "decided_cap": amounts[5],
             "requested_per_pod_max": amounts[6],
             "decided_per_pod_max": amounts[7],
-            "requested_priority_classes": _json(row[25]),
-            "decided_priority_classes": _json(row[26]),
+            "requested_priority_classes": db_json(row[25]),
+            "decided_priority_classes": db_json(row[26]),
         },
     )
     line.team_namespace = _loaded(

@@ -3,6 +3,7 @@ allocation_facts_of, approvals.budgets holding_lines; the request list's rows:
 approvals.selectors requests_listed). They are written in SQL that PostgreSQL and SQLite both
 take, and answer what the ORM would."""
 
+import json
 from datetime import datetime
 from decimal import Context, Decimal
 
@@ -28,6 +29,12 @@ def db_decimal(value) -> Decimal | None:
     if value is None or isinstance(value, Decimal):
         return value
     return _SQLITE_DECIMAL.create_decimal_from_float(float(value))
+
+
+def db_json(value):
+    """A JSON column as the database answers it to a hand-written query: its text (Django
+    reads jsonb as text on PostgreSQL, SQLite stores text), parsed; None stays None."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def db_moment(value) -> datetime | None:

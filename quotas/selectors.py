@@ -1,6 +1,5 @@
 """Reads of quota data, scoped to what the asking user may see (shared by UI and API)."""
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -11,7 +10,7 @@ from functools import cached_property
 from django.db import connection
 from django.db.models import QuerySet, Sum
 
-from common.sql import db_decimal, in_list
+from common.sql import db_decimal, db_json, in_list
 from quotas.budgets import CeilingFacts, gpus_per_unit
 from quotas.mig import CARD_MODELS, LayoutPlan, mig_profile_of, plan_layout
 from quotas.models import (
@@ -387,7 +386,7 @@ def allocation_facts_of(
                 per_pod_max=None if summed else db_decimal(per_pod_max),
                 workload_class="" if summed else workload_class,
                 unit=unit,
-                priority_classes=frozenset(json.loads(classes) if classes else ()),
+                priority_classes=frozenset(db_json(classes) or ()),
             ),
             summed,
         )

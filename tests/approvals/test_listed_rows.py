@@ -2,6 +2,7 @@
 requests_listed): the ORM's answers, on PostgreSQL and SQLite alike, and the waiting
 requests' lines as the plan check reads them, with nothing left to load."""
 
+from dataclasses import astuple
 from datetime import timedelta
 from decimal import Decimal as D
 
@@ -88,20 +89,7 @@ def _as_the_orm_reads_it(qr: QuotaRequest) -> tuple:
 
 
 def _as_listed(row) -> tuple:
-    lines = [
-        (
-            line.namespace,
-            line.cluster,
-            line.resource,
-            line.current_guarantee,
-            line.current_cap,
-            line.requested_guarantee,
-            line.requested_cap,
-            line.decided_guarantee,
-            line.decided_cap,
-        )
-        for line in row.lines
-    ]
+    lines = [astuple(line) for line in row.lines]
     return (
         row.pk,
         row.team,
