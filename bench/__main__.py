@@ -2,7 +2,7 @@
 
 Runs each benchmark in its own process (each sets up Django its own way), gathers their
 figures into one table (figure, value, baseline, ratio, database) and writes
-bench/results.json. BENCH_QUICK=1 runs the smaller sizes (under two minutes in all).
+bench/results.json. BENCH_QUICK=1 runs the smaller sizes (a few minutes in all).
 
     python -m bench                      every benchmark
     python -m bench sync pages           only these
@@ -32,6 +32,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
         ["--approvals", "30", "--namespaces", "20,200"],
     ),
     "pages": ("bench.bench_pages", [], []),
+    "instructions": ("bench.bench_instructions", [], []),
     "queries": ("bench.bench_queries", [], []),
     "usage": ("bench.bench_usage", [], []),
 }
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.list:
         for name, (module, full_args, _quick) in BENCHMARKS.items():
-            print(f"{name:<8} python -m {module} {' '.join(full_args)}")
+            print(f"{name:<12} python -m {module} {' '.join(full_args)}")
         return 0
     unknown = [name for name in args.names if name not in BENCHMARKS]
     if unknown:

@@ -281,12 +281,19 @@ def run(args) -> tuple[list[dict], dict]:
     return figures, details
 
 
-def parser() -> argparse.ArgumentParser:
+def world_arguments(p: argparse.ArgumentParser) -> bool:
+    """The world's size (bench/world.py) as the pages benchmark builds it (the instructions
+    benchmark reads the same); True when the quick sizes apply."""
     small = quick()
-    p = argparse.ArgumentParser(prog="python -m bench.bench_pages", description=__doc__)
     p.add_argument("--teams", type=int, default=8 if small else 50)
     p.add_argument("--clusters", type=int, default=2 if small else 4)
     p.add_argument("--requests-per-team", type=int, default=10 if small else 60)
+    return small
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench.bench_pages", description=__doc__)
+    small = world_arguments(p)
     p.add_argument("--seconds", type=float, default=1.0 if small else 8.0, help="per page")
     p.add_argument("--warmup", type=float, default=0.3 if small else 2.0, help="per page")
     p.add_argument("--concurrency", type=int, default=20, help="kept-alive connections")

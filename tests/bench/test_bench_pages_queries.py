@@ -19,7 +19,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _run(module: str, args: list[str], out: Path) -> tuple[subprocess.CompletedProcess, dict]:
+def _run(
+    module: str, args: list[str], out: Path, *, timeout: int = 120
+) -> tuple[subprocess.CompletedProcess, dict]:
     env = {**os.environ, "BENCH_QUICK": "1", "BENCH_FIGURES_OUT": str(out)}
     for name in ("DJANGO_SETTINGS_MODULE", "CELERY_BROKER_URL", "CACHE_URL"):
         env.pop(name, None)
@@ -29,7 +31,7 @@ def _run(module: str, args: list[str], out: Path) -> tuple[subprocess.CompletedP
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
     )
     data = json.loads(out.read_text()) if out.exists() else {}
     return proc, data
@@ -74,6 +76,38 @@ def test_pages_gives_latency_and_throughput_of_each_page_against_the_trivial_vie
         assert figures[f"{name} throughput"]["baseline"] == base["value"]
     assert data["details"]["data"]["teams"] == 3
     assert set(data["details"]["answers"]) == set(labels)
+
+
+# Reads under valgrind (CI installs it: .ci/run), a few minutes even at this size.
+@pytest.mark.ci_only
+def test_instructions_counts_each_targets_reads_against_the_trivial_views(tmp_path):
+    from bench.bench_pages import API_LABELS, TARGETS, TRIVIAL, TRIVIAL_API
+
+    proc, data = _run(
+        "bench.bench_instructions",
+        ["--teams", "3", "--clusters", "1", "--requests-per-team", "3", "--reads", "1"],
+        tmp_path / "instructions.json",
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "skipped" not in data
+    figures = {f["figure"]: f for f in data["figures"]}
+    assert len(figures) == len(TARGETS)
+    trivial = figures[f"instructions 3 teams: {TRIVIAL}"]
+    assert trivial["ratio"] == 1.0
+    trivial_api = figures[f"instructions 3 teams: {TRIVIAL_API}"]
+    for label, *_ in TARGETS:
+        fig = figures[f"instructions 3 teams: {label}"]
+        assert fig["unit"] == "M instr./read"
+        base = trivial_api if label in API_LABELS else trivial
+        assert fig["baseline"] == base["value"] > 0
+        assert fig["ratio"] == pytest.approx(fig["value"] / fig["baseline"], rel=0.01)
+        if label not in (TRIVIAL, TRIVIAL_API):
+            # Each dump holds that target's reads: every page and list does more than the
+            # trivial view it is measured against (a dump of nothing, or of another target's
+            # reads, would not).
+            assert fig["ratio"] > 1, label
+    assert set(data["details"]["instructions_per_read"]) == {label for label, *_ in TARGETS}
 
 
 def test_queries_counts_every_page_at_two_sizes(tmp_path):
