@@ -19,7 +19,7 @@ its role (Django's test client, the session cookie or the API token), a few time
 then ``--reads`` times between callgrind's client requests (a zero before, a dump after: a
 C helper of four lines built here with the C compiler), so each dump holds those reads only.
 
-Figures: "instructions: <target>", millions per read, against the trivial view (the API
+Figures: "instructions <size>: <target>", millions per read, against the trivial view (the API
 lists against the trivial API view). Skipped, saying why, without valgrind, its callgrind.h
 or a C compiler.
 """
@@ -90,7 +90,6 @@ def _child(plan_file: str) -> int:
     import ctypes
 
     plan = json.loads(Path(plan_file).read_text())
-    sys.path.insert(0, str(ROOT))
     import django
 
     django.setup()
@@ -156,8 +155,7 @@ def run(args) -> tuple[list[dict], dict]:
                 "--child",
                 str(plan_file),
             ],
-            cwd=ROOT,
-            env={**os.environ, "LOG_LEVEL": "WARNING"},  # the world's database, as set up here
+            cwd=ROOT,  # with this process's environment: the world's database, as set up here
             capture_output=True,
             text=True,
         )
