@@ -3,6 +3,8 @@ in instructions counted by callgrind, against the trivial view's, in the same ru
 
     python -m bench.bench_instructions [--teams 50 --clusters 4 --requests-per-team 60 --reads 5]
     BENCH_QUICK=1 python -m bench.bench_instructions          (8 teams, 2 reads; a few minutes)
+    python -m bench.bench_instructions --only summary         (the targets whose label has
+                                                               "summary", and the baselines)
 
 Why: a throughput under load moves with whatever else the machine runs (on the 2-core
 development machine the trivial view's rate moved by a factor of two between runs minutes
@@ -84,6 +86,19 @@ def dumped(directory: Path) -> dict[str, int]:
     return found
 
 
+def chosen(only: list[str] | None) -> list[tuple[str, str, str, str]]:
+    """The targets whose label holds one of ``only`` (all without it), and the two baselines
+    the others are measured against."""
+    if not only:
+        return list(TARGETS)
+    words = [w.lower() for w in only]
+    return [
+        target
+        for target in TARGETS
+        if target[0] in (TRIVIAL, TRIVIAL_API) or any(w in target[0].lower() for w in words)
+    ]
+
+
 def _child(plan_file: str) -> int:
     """Under callgrind: read each target, warm, then its measured reads between a zero and a
     dump of callgrind's counters."""
@@ -96,7 +111,7 @@ def _child(plan_file: str) -> int:
     from django.test import Client
 
     helper = ctypes.CDLL(plan["helper"])
-    for label, role, path, kind in TARGETS:
+    for label, role, path, kind in chosen(plan["only"]):
         person = plan["people"][role]
         if kind == "api":
             client = Client(HTTP_AUTHORIZATION=f"Bearer {person['token']}")
@@ -141,6 +156,7 @@ def run(args) -> tuple[list[dict], dict]:
             "helper": str(build_helper(directory)),
             "people": {role: vars(person) for role, person in people.items()},
             "reads": args.reads,
+            "only": args.only,
         }
         plan_file = directory / "plan.json"
         plan_file.write_text(json.dumps(plan))
@@ -162,13 +178,14 @@ def run(args) -> tuple[list[dict], dict]:
         if proc.returncode != 0:
             raise RuntimeError(f"the reads under callgrind failed:\n{proc.stderr[-3000:]}")
         counts = dumped(directory)
-    missed = [label for label, *_ in TARGETS if label not in counts]
+    targets = chosen(args.only)
+    missed = [label for label, *_ in targets if label not in counts]
     if missed:
         raise RuntimeError(f"no callgrind dump of {', '.join(missed)}")
-    per_read = {label: counts[label] / args.reads / 1e6 for label, *_ in TARGETS}
+    per_read = {label: counts[label] / args.reads / 1e6 for label, *_ in targets}
     size_label = f"{sizes['teams']} teams"
     figures = []
-    for label, *_ in TARGETS:
+    for label, *_ in targets:
         against = TRIVIAL_API if label in API_LABELS else TRIVIAL
         figures.append(
             figure(
@@ -194,6 +211,12 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.bench_instructions", description=__doc__)
     small = world_arguments(p)
     p.add_argument("--reads", type=int, default=2 if small else 5, help="measured per target")
+    p.add_argument(
+        "--only",
+        action="append",
+        metavar="TEXT",
+        help="measure the targets whose label holds TEXT (repeatable), with the baselines",
+    )
     p.add_argument("--child", help=argparse.SUPPRESS)
     return p
 

@@ -7,6 +7,7 @@ from django.utils.translation import gettext_lazy
 from approvals.views.suggestions import suggestion_list
 from overview.views import clusters as overview_views
 from overview.views.home import home
+from overview.views.summary import summary
 from overview.views.waiting import team_waiting
 from portal import favicon, health, token_views
 from portal.api.views import ApiDocs, ApiSchema
@@ -21,7 +22,7 @@ urlpatterns = [
     path("", home, name="home"),
     path("clusters/", overview_views.cluster_list, name="clusters"),
     path("clusters/<slug:name>/", overview_views.cluster_detail, name="cluster-detail"),
-    path("summary/", overview_views.summary, name="summary"),
+    path("summary/", summary, name="summary"),
     path("waiting/<slug:slug>/", team_waiting, name="team-waiting"),
     path("login/", sso_views.LoginView.as_view(), name="login"),
     path("logout/", sso_views.logout, name="logout"),

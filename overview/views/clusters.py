@@ -1,6 +1,5 @@
-"""Pages of the quota app: the cluster overview (``/clusters/``, ``/clusters/<name>/``) and the
-cross-cluster summary (``/summary/``). The team dashboard at ``/`` is approvals'
-(views_dashboard), as it shows requests too.
+"""The cluster overview (``/clusters/``, ``/clusters/<name>/``). The cross-cluster summary is
+in summary.py, the team dashboard at ``/`` in home.py.
 
 Everybody signed in sees capacity and totals; a lead or member sees the other teams only as one
 aggregate, and the details of syncs and drift are for admins and auditors. Each page issues a
@@ -20,7 +19,6 @@ from django.urls import reverse
 from django.utils.text import slugify
 from django.utils.translation import gettext as _
 
-from approvals.budgets import team_budgets
 from common.amounts import format_amount, unit_label
 from common.palette import team_colours
 from common.sections import jinja_section
@@ -31,7 +29,6 @@ from overview.selectors import (
     amount_cell,
     capacity_by_team,
     findings_visible_to,
-    plan_summary,
 )
 from quotas.kube.status import cluster_sync_status, open_sync_requests, recent_drift
 from quotas.mig_display import layout_cells
@@ -251,19 +248,3 @@ def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
         context["drift"] = recent_drift(cluster_ids=[cluster.pk])
         context["open_syncs"] = open_sync_requests(cluster_ids=[cluster.pk])
     return _page(request, context)
-
-
-@login_required
-def summary(request: HttpRequest) -> HttpResponse:
-    table = plan_summary(
-        user=request.user,
-        others_label=_("Other teams"),
-        total_label=_("Total"),
-        all_clusters_label=_("All clusters"),
-    )
-    budgets = team_budgets(user=request.user, others_label=_("Other teams"), total_label=_("Total"))
-    return render(
-        request,
-        "overview/summary.html",
-        {"summary": table, "budgets": budgets, "sees_everything": sees_everything(request.user)},
-    )

@@ -49,6 +49,21 @@ def test_unknown_benchmark_is_refused_by_name():
     assert "unknown benchmark(s): nonsense" in proc.stderr
 
 
+def test_instructions_only_keeps_the_named_targets_and_both_baselines():
+    from bench.bench_instructions import chosen
+    from bench.bench_pages import TARGETS, TRIVIAL, TRIVIAL_API
+
+    assert chosen(None) == TARGETS
+    labels = [label for label, *_ in chosen(["Summary", "audit"])]
+    assert labels == [
+        TRIVIAL,
+        TRIVIAL_API,
+        "summary /summary/ (admin)",
+        "audit log /audit/ (admin)",
+    ]
+    assert [label for label, *_ in chosen(["nothing of that name"])] == [TRIVIAL, TRIVIAL_API]
+
+
 @pytest.fixture
 def bench_stores():
     """PostgreSQL (the configured one) and Redis (the apply benchmark's): required in CI."""

@@ -3,6 +3,7 @@ card), a team's ceiling over all of them checked on every request (rule team_gpu
 what the GPUs cost where clusters have a price — on plain data, then through requests, the
 approval, the summary page, the API, the audit log and the settings check."""
 
+import re
 from datetime import timedelta
 from decimal import Decimal as D
 from fractions import Fraction
@@ -450,6 +451,35 @@ def test_the_summary_shows_each_teams_total_ceiling_and_cost(
     page = client.get(reverse("summary")).content.decode()
     assert 'data-testid="budget-team-c"' in page and 'data-testid="budget-others"' in page
     assert 'data-testid="budget-team-a"' not in page
+
+
+def _budget_cells(page: str, testid: str) -> tuple[str, str]:
+    """A budgets row's class attribute and its ceiling cell's text, tags taken out."""
+    at = page.index(f'data-testid="{testid}"')
+    row = page[page.rindex("<tr", 0, at) : page.index("</tr>", at)]
+    opening = row[: row.index(">")]
+    css = opening.split('class="')[1].split('"')[0] if 'class="' in opening else ""
+    cell = row.split(f'data-testid="{testid}-ceiling">')[1].split("</td>")[0]
+    return css, re.sub(r"<[^>]+>", "", cell)
+
+
+@pytest.mark.django_db
+def test_the_summarys_ceiling_cells_say_over_with_the_teams_under_and_none(budgeted, client, admin):
+    # Put over its ceiling by a change the rules did not see (a ceiling lowered in the
+    # database): the page says so rather than hiding it.
+    research = team_save(
+        team=Team(slug="research", name="Research", gpu_ceiling=D(20)), acting_user=admin
+    )
+    Team.objects.filter(slug="team-c").update(gpu_ceiling=D(5), parent=research)
+    client.force_login(admin)
+    page = client.get(reverse("summary")).content.decode()
+    assert _budget_cells(page, "budget-team-c") == ("over", "6 of 5 (120%) over the ceiling")
+    assert _budget_cells(page, "budget-research") == (
+        "",
+        "6 of 20 (30%) with the teams under it",
+    )
+    assert _budget_cells(page, "budget-team-a") == ("", "none")
+    assert _budget_cells(page, "budget-total") == ("total", "\u2013")
 
 
 @pytest.mark.django_db
