@@ -187,6 +187,67 @@ def test_the_sync_table_shows_the_last_run_but_a_preview_and_the_backend_problem
     assert "v1beta2" not in lead_page and "a scheduler is not served" in lead_page
 
 
+def test_the_sync_figures_count_per_cluster_what_each_one_says(world):
+    from quotas.kube.status import cluster_sync_status
+    from quotas.models import DriftEvent
+
+    c0 = Cluster.objects.get(name="c0")
+    quiet = Cluster.objects.create(name="b-quiet")
+    SyncRun.objects.all().delete()
+    SyncRequest.objects.all().delete()
+    DriftEvent.objects.all().delete()
+    now = timezone.now()
+
+    def run(minutes_ago, **fields):
+        made = SyncRun.objects.create(cluster=c0, mode="enforce", **fields)
+        SyncRun.objects.filter(pk=made.pk).update(started_at=now - timedelta(minutes=minutes_ago))
+
+    problem = [{"backend": "volcano", "message": "not served"}]
+    run(30, trigger=SyncRun.Trigger.RECONCILE, status="succeeded", backend_problems=problem)
+    run(10, trigger=SyncRun.Trigger.RECONCILE, status=SyncRun.Status.RUNNING)
+    run(1, trigger=SyncRun.Trigger.PREVIEW, status="failed", backend_problems=[{"x": 1}])
+
+    def sync(minutes_ago, status, error=""):
+        made = SyncRequest.objects.create(cluster=c0, status=status, last_error=error)
+        SyncRequest.objects.filter(pk=made.pk).update(
+            created_at=now - timedelta(minutes=minutes_ago)
+        )
+
+    sync(20, "failed", "older error")
+    sync(5, "failed", "newest error")
+    sync(3, "pending")
+    sync(2, "pending")
+    sync(1, "done")
+    for days in (1, 6, 8):  # the last one is past the 7 days counted
+        event = DriftEvent.objects.create(
+            cluster=c0, api_version="v1", kind="ResourceQuota", name="q", changes=[]
+        )
+        DriftEvent.objects.filter(pk=event.pk).update(detected_at=now - timedelta(days=days))
+
+    rows = cluster_sync_status()
+    assert [row.cluster.name for row in rows] == ["b-quiet", "c0"]
+    assert vars(rows[0]) == {
+        "cluster": quiet,
+        "last_run_status": None,
+        "last_run_started_at": None,
+        "pending": 0,
+        "failed": 0,
+        "drift_recent": 0,
+        "last_error": "",
+        "backend_problems": [],
+    }
+    c0_row = rows[1]
+    # The last run is the one still running (the preview after it does not count); the
+    # problems are the last finished run's.
+    assert c0_row.last_run_status == SyncRun.Status.RUNNING
+    assert c0_row.last_run_started_at == now - timedelta(minutes=10)
+    assert c0_row.backend_problems == problem
+    assert (c0_row.pending, c0_row.failed, c0_row.drift_recent) == (2, 2, 2)
+    assert c0_row.last_error == "newest error"
+    only = cluster_sync_status(clusters=Cluster.objects.filter(pk=quiet.pk))
+    assert [row.cluster for row in only] == [quiet]
+
+
 def test_summary_rows_columns_and_totals_for_admins(client, people, admin):
     grow_world(teams=3, clusters=2, requests_per_team=0, admin=admin)
     rows = table_rows(get(client, people["admin"], "/summary/"), "summary")
