@@ -1,16 +1,17 @@
-"""What the portal's few hand-written queries share (the plan check's reads: quotas.selectors
-allocation_facts_of, approvals.budgets holding_lines; the request list's rows:
-approvals.selectors requests_listed). They are written in SQL that PostgreSQL and SQLite both
-take, and answer what the ORM would."""
+"""What the portal's hand-written queries share (the reads of the busiest pages and of the plan
+check, where the ORM took longer to build a query than the database to answer it: e.g.
+quotas.selectors allocation_facts_of, approvals.selectors requests_listed, the dashboard's in
+overview). They are written in SQL that PostgreSQL and SQLite both take, and answer what the
+ORM would."""
 
 import json
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Context, Decimal
 
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
+from django.utils.dateparse import parse_date, parse_datetime
 
 _SQLITE_DECIMAL = Context(prec=15)
 
@@ -47,3 +48,14 @@ def db_moment(value) -> datetime | None:
     if settings.USE_TZ and timezone.is_naive(value):
         value = timezone.make_aware(value, connection.timezone)
     return value
+
+
+def db_date(value) -> date | None:
+    """A day as the database answers it: a date, or on SQLite where the column's type is not
+    known to the driver (a subquery's answer) its text."""
+    return parse_date(value) if isinstance(value, str) else value
+
+
+def tables(**models) -> dict[str, str]:
+    """``{name: model's table}``, to write into a query's text (no value is)."""
+    return {name: model._meta.db_table for name, model in models.items()}
