@@ -10,5 +10,5 @@ urlpatterns = [
     path("", include("usage.api.urls")),
     path("", include("approvals.api.urls")),
 ]
-# Last: whatever matched nothing above.
-urlpatterns += [re_path(r"^(?P<unmatched>.*)$", api_not_found, name="api-not-found")]
+# Last: whatever matched nothing above, line breaks too ("." alone stops at one).
+urlpatterns += [re_path(r"^(?P<unmatched>(?s:.*))$", api_not_found, name="api-not-found")]

@@ -3,6 +3,7 @@ served from local files, the API root, OPTIONS, one pagination style and one err
 bad filters, in the API and on the pages."""
 
 import re
+from urllib.parse import unquote
 
 import pytest
 import yaml
@@ -262,12 +263,18 @@ def test_allocation_and_team_filters(plan, admin, lead_c):
 def test_a_path_no_endpoint_takes_is_a_json_404(plan, admin):
     # Found by the fuzzing: an id the URL does not take (-1) fell through to Django's HTML 404,
     # and a DELETE there to CSRF's HTML 403.
+    # Then a line break in the path (%0A): the catch-all's "." stopped at it.
     api = as_user(admin)
-    for method, path in [("get", "/api/v1/requests/-1/"), ("delete", "/api/v1/nothing/")]:
+    for method, path in [
+        ("get", "/api/v1/requests/-1/"),
+        ("delete", "/api/v1/nothing/"),
+        ("post", "/api/v1/requests/1%0A/approve/"),
+        ("get", "/api/v1/x%0Ay/"),
+    ]:
         response = getattr(api, method)(path)
         assert response.status_code == 404
         assert response.json() == {
-            "message": f"no API endpoint at {path}; GET /api/v1/ lists them",
+            "message": f"no API endpoint at {unquote(path)}; GET /api/v1/ lists them",
             "extra": {"code": "not_found"},
         }
 
