@@ -15,7 +15,7 @@ from datetime import date, datetime
 from decimal import Decimal
 
 from django.db import connection
-from django.db.models import QuerySet, Sum
+from django.db.models import Sum
 from django.utils import timezone
 
 from common.amounts import format_amount
@@ -284,21 +284,46 @@ class ClusterLines:
 OTHER_TEAMS = "other"  # the key of the aggregate; its label is translated by the page
 
 
-def _team_sums(cluster_ids: list[int]) -> QuerySet:
-    return (
-        Allocation.objects.filter(team_namespace__cluster_id__in=cluster_ids)
-        .values(
-            "team_namespace__cluster_id",
-            "resource_id",
-            "resource__name",
-            "resource__display_name",
-            "resource__unit",
-            "team_namespace__team_id",
-            "team_namespace__team__slug",
-        )
-        .annotate(g=Sum("guarantee"), c=Sum("cap"))
-        .order_by("team_namespace__team__slug")
-    )
+def _team_sums(cluster_ids: list[int]) -> list[dict]:
+    """Per cluster, resource and team, the sums of the guarantees and of the caps, by team
+    slug: one query in SQL (the same on PostgreSQL and SQLite), as the ORM's grouping took
+    longer to build than to run."""
+    if not cluster_ids:
+        return []
+    names = tables(allocation=Allocation, namespace=TeamNamespace, team=Team, resource=Resource)
+    sql = f"""
+        SELECT tn.cluster_id, a.resource_id, MAX(r.name), MAX(r.display_name), MAX(r.unit),
+            tn.team_id, MAX(t.slug), SUM(a.guarantee), SUM(a.cap)
+        FROM {names["allocation"]} a
+        JOIN {names["namespace"]} tn ON tn.id = a.team_namespace_id
+        JOIN {names["team"]} t ON t.id = tn.team_id
+        JOIN {names["resource"]} r ON r.id = a.resource_id
+        WHERE tn.cluster_id {in_list(cluster_ids)}
+        GROUP BY tn.cluster_id, a.resource_id, tn.team_id
+        ORDER BY 7
+    """  # noqa: S608 - the models' table names and placeholders: no value is written in
+    with connection.cursor() as cursor:
+        cursor.execute(sql, cluster_ids)
+        found = cursor.fetchall()
+    rows = []
+    for row in found:
+        values = dict(zip(_SUM_KEYS, row, strict=True))
+        values["g"], values["c"] = db_decimal(values["g"]), db_decimal(values["c"])
+        rows.append(values)
+    return rows
+
+
+_SUM_KEYS = (
+    "team_namespace__cluster_id",
+    "resource_id",
+    "resource__name",
+    "resource__display_name",
+    "resource__unit",
+    "team_namespace__team_id",
+    "team_namespace__team__slug",
+    "g",
+    "c",
+)
 
 
 def _shares(rows: list[dict], visible: set[int] | None, others_label: str) -> list[Share]:
