@@ -1,7 +1,7 @@
 """A page's heaviest section rendered by the Jinja2 backend (templates in jinja2/, their
 environment in portal/jinja2.py) and handed to the page's Django template as HTML that is
-already escaped. The views of the request list, the dashboard, the cluster overview and the
-cross-cluster summary use it."""
+already escaped. The views of the request list, the dashboard, the cluster overview, the
+cross-cluster summary and the audit log use it."""
 
 from django.http import HttpRequest
 from django.template.loader import render_to_string

@@ -15,19 +15,23 @@ from django.http import (
     StreamingHttpResponse,
 )
 from django.shortcuts import render
+from django.template.defaultfilters import truncatechars
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import urlencode
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
+from common.sections import jinja_section
 from quotas.audit.chain import audit_csv_rows, audit_events_filtered
-from quotas.audit.labels import ACTION_LABELS, audit_change_summary
+from quotas.audit.labels import ACTION_LABELS, action_label, audit_change_summary
 from quotas.audit.targets import audit_targets
 from quotas.filtersets import AuditEventFilterSet
-from quotas.models import Team
+from quotas.models import AuditEvent, Team
 from quotas.roles import sees_everything
 
 EVENTS_PER_PAGE = 25
+COMMENT_CHARS = 120  # an event's comment is cut to this many characters on the page
 # The filters the page offers (the FilterSet takes target_type and target_id too).
 PAGE_FILTERS = ("actor", "team", "action", "since", "until")
 
@@ -76,7 +80,24 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     if not may_read_audit_log(request.user):
         raise PermissionDenied(_("Only platform admins and auditors may read the audit log."))
     context, status = _audit_log_context(request)
-    return render(request, "quotas/audit_log.html", context, status=status)
+    section = jinja_section(request, "quotas/_audit_log.html", context)
+    return render(request, "quotas/audit_log.html", {"section": section}, status=status)
+
+
+def _event_row(event: AuditEvent, target: dict[str, str]) -> dict:
+    """An event's cells as the page writes them."""
+    when = timezone.localtime(event.created_at)
+    return {
+        "seq": event.seq,
+        "iso": when.isoformat(),
+        "when": when.strftime("%Y-%m-%d %H:%M:%S"),
+        "actor": event.actor_username or _("system"),
+        "action": event.action,
+        "action_label": action_label(event.action),
+        "target": target,
+        "changes": audit_change_summary(event.before, event.after, event.target_type),
+        "comment": truncatechars(event.comment, COMMENT_CHARS) if event.comment else "",
+    }
 
 
 def _audit_log_context(request: HttpRequest) -> tuple[dict, int]:
@@ -91,14 +112,7 @@ def _audit_log_context(request: HttpRequest) -> tuple[dict, int]:
         )
         events = list(page)
         targets = audit_targets(events)
-        rows = [
-            {
-                "event": event,
-                "target": targets[event.seq],
-                "changes": audit_change_summary(event.before, event.after, event.target_type),
-            }
-            for event in events
-        ]
+        rows = [_event_row(event, targets[event.seq]) for event in events]
     actions = sorted(ACTION_LABELS)
     if selected["action"] and selected["action"] not in ACTION_LABELS:
         actions.append(selected["action"])  # a prefix (request.) or an action no label names
@@ -108,7 +122,7 @@ def _audit_log_context(request: HttpRequest) -> tuple[dict, int]:
         "errors": errors,
         "error_fields": set(filters.form.errors) if errors else set(),
         "selected": selected,
-        "actions": actions,
+        "actions": [(code, action_label(code)) for code in actions],
         "teams": Team.objects.order_by("slug").values_list("slug", flat=True),
         "query": urlencode(given),
         "export_url": reverse("audit-export") + (f"?{urlencode(given)}" if given else ""),
