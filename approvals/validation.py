@@ -36,6 +36,7 @@ from quotas.selectors import (
     ceiling_totals,
     cluster_facts,
     mig_resources_of,
+    plan_capacities,
     team_gpus,
     top_priority_classes,
 )
@@ -115,16 +116,7 @@ def _load_plans(
     with the cluster: the other namespaces' allocations arrive summed."""
     if not wanted:
         return {}
-    # The capacities come with their clusters; a cluster with none recorded is read alone.
-    clusters: dict[int, Cluster] = {}
-    capacities_of: dict[int, list[ClusterCapacity]] = defaultdict(list)
-    for capacity in ClusterCapacity.objects.filter(cluster_id__in=list(wanted)).select_related(
-        "cluster", "resource"
-    ):
-        clusters.setdefault(capacity.cluster_id, capacity.cluster)
-        capacities_of[capacity.cluster_id].append(capacity)
-    if missing := [pk for pk in wanted if pk not in clusters]:
-        clusters.update(Cluster.objects.in_bulk(missing))
+    clusters, capacities_of = plan_capacities(wanted)
     # The MIG layout rule counts every MIG profile cut from the same cards as a touched one.
     read = {
         pk: set(by_resource) | _same_cards(clusters[pk], capacities_of[pk], set(by_resource))

@@ -10,7 +10,7 @@ from functools import cached_property
 from django.db import connection
 from django.db.models import QuerySet, Sum
 
-from common.sql import db_decimal, db_json, in_list
+from common.sql import db_decimal, db_json, in_list, tables
 from quotas.budgets import CeilingFacts, gpus_per_unit
 from quotas.mig import CARD_MODELS, LayoutPlan, mig_profile_of, plan_layout
 from quotas.models import (
@@ -227,6 +227,79 @@ def capacity_summary(*, cluster_ids: list[int] | None = None) -> list[CapacityLi
             )
         )
     return lines
+
+
+# What the plan check reads of a cluster, in the model's order of fields (Model.from_db takes
+# them so); its other fields stay deferred, read if ever asked for.
+PLAN_CLUSTER_FIELDS = (
+    "id",
+    "name",
+    "gpu_cards",
+    "volcano_enabled",
+    "kueue_enabled",
+    "yunikorn_enabled",
+    "max_cap_share",
+    "top_priority_share",
+)
+_RESOURCE_FIELDS = ("id", "name", "display_name", "kind", "unit", "quantity_suffix", "gpu_model")
+_CAPACITY_FIELDS = ("id", "cluster_id", "resource_id", "capacity")
+
+
+def plan_capacities(
+    cluster_ids: Iterable[int],
+) -> tuple[dict[int, Cluster], dict[int, list[ClusterCapacity]]]:
+    """The clusters (by id) with what the plan rules read of them, and per cluster its
+    capacities with their resources in the order of their names (a cluster with none recorded
+    has an empty list), as cluster_facts takes them. One query, in SQL (the same on
+    PostgreSQL and SQLite): the ORM took three times as long to build the query and its
+    models as the database to answer it, on every waiting request's plan check."""
+    ids = list(cluster_ids)
+    if not ids:
+        return {}, {}
+    names = tables(cluster=Cluster, capacity=ClusterCapacity, resource=Resource)
+    cluster_columns = ", ".join(f"c.{name}" for name in PLAN_CLUSTER_FIELDS)
+    resource_columns = ", ".join(f"r.{name}" for name in _RESOURCE_FIELDS)
+    sql = f"""
+        SELECT {cluster_columns}, cc.id, cc.capacity, {resource_columns}
+        FROM {names["cluster"]} c
+        LEFT JOIN {names["capacity"]} cc ON cc.cluster_id = c.id
+        LEFT JOIN {names["resource"]} r ON r.id = cc.resource_id
+        WHERE c.id {in_list(ids)}
+        ORDER BY c.name, r.name
+    """  # noqa: S608 - the models' table and column names and placeholders: no value is
+    with connection.cursor() as cursor:
+        cursor.execute(sql, ids)
+        rows = cursor.fetchall()
+    db = connection.alias
+    width = len(PLAN_CLUSTER_FIELDS)
+    clusters: dict[int, Cluster] = {}
+    capacities_of: dict[int, list[ClusterCapacity]] = {}
+    for row in rows:
+        pk, name, cards, volcano, kueue, yunikorn, max_share, top_share = row[:width]
+        cluster = clusters.get(pk)
+        if cluster is None:
+            values = (
+                pk,
+                name,
+                db_json(cards),
+                bool(volcano),
+                bool(kueue),
+                bool(yunikorn),
+                db_decimal(max_share),
+                db_decimal(top_share),
+            )
+            cluster = clusters[pk] = Cluster.from_db(db, PLAN_CLUSTER_FIELDS, values)
+            capacities_of[pk] = []
+        capacity_id, capacity, *resource_values = row[width:]
+        if capacity_id is None:
+            continue
+        resource = Resource.from_db(db, _RESOURCE_FIELDS, resource_values)
+        found = ClusterCapacity.from_db(
+            db, _CAPACITY_FIELDS, (capacity_id, pk, resource.pk, db_decimal(capacity))
+        )
+        found.cluster, found.resource = cluster, resource
+        capacities_of[pk].append(found)
+    return clusters, capacities_of
 
 
 def top_priority_classes() -> frozenset[str]:

@@ -1,13 +1,17 @@
 """One selector decides who sees which teams and allocations."""
 
+from decimal import Decimal
+
 import pytest
 from django.contrib.auth.models import AnonymousUser
 
-from quotas.models import Team, TeamMembership, TeamNamespace
+from quotas.models import Cluster, ClusterCapacity, Resource, Team, TeamMembership, TeamNamespace
 from quotas.selectors import (
     allocations_visible_to,
     capacity_summary,
+    cluster_facts,
     namespaces_visible_to,
+    plan_capacities,
     teams_led_by,
     teams_requestable_by,
     teams_visible_to,
@@ -93,3 +97,64 @@ def test_teams_requestable_by_admins_all_and_leads_theirs(
     assert slugs(teams_requestable_by(member_a)) == []
     assert slugs(teams_requestable_by(auditor)) == []
     assert slugs(teams_requestable_by(AnonymousUser())) == []
+
+
+def test_the_plan_check_reads_clusters_as_the_orm_does(cluster, gpu):
+    """plan_capacities answers what the ORM's clusters and capacities give cluster_facts: MIG
+    cards and slices, shares, backends, amounts with fractions, a cluster with no capacity;
+    the fields it leaves out are read when asked for."""
+    mig = Cluster.objects.create(
+        name="mig",
+        description="the MIG cluster",
+        gpu_cards={"A100 80GB": 2, "unknown card": 1},
+        kueue_enabled=True,
+        yunikorn_enabled=True,
+        max_cap_share=Decimal("0.75"),
+        top_priority_share=Decimal("0.4"),
+    )
+    for name, capacity in (("nvidia.com/mig-3g.40gb", "4"), ("nvidia.com/mig-1g.10gb", "7")):
+        slice_ = Resource.objects.create(
+            name=name,
+            display_name=name,
+            kind=Resource.Kind.MIG,
+            unit="slice",
+            gpu_model="A100 80GB",
+        )
+        ClusterCapacity.objects.create(cluster=mig, resource=slice_, capacity=Decimal(capacity))
+    memory = Resource.objects.create(
+        name="memory",
+        display_name="memory",
+        kind=Resource.Kind.MEMORY,
+        unit="GiB",
+        quantity_suffix="Gi",
+    )
+    ClusterCapacity.objects.create(cluster=mig, resource=memory, capacity=Decimal("1.5"))
+    bare = Cluster.objects.create(name="bare")
+
+    clusters, capacities = plan_capacities([cluster.pk, mig.pk, bare.pk])
+    assert sorted(clusters) == sorted([cluster.pk, mig.pk, bare.pk])
+    assert capacities[bare.pk] == []
+    top = frozenset({"production"})
+    for pk in clusters:
+        orm = Cluster.objects.get(pk=pk)
+        orm_capacities = list(
+            ClusterCapacity.objects.filter(cluster_id=pk).select_related("cluster", "resource")
+        )
+        assert [c.resource.name for c in capacities[pk]] == [
+            c.resource.name for c in orm_capacities
+        ]
+        assert [(c.pk, c.resource_id, c.capacity) for c in capacities[pk]] == [
+            (c.pk, c.resource_id, c.capacity) for c in orm_capacities
+        ]
+        assert cluster_facts(clusters[pk], capacities[pk], top_classes=top) == cluster_facts(
+            orm, orm_capacities, top_classes=top
+        )
+    read = clusters[mig.pk]
+    assert read.gpu_cards == {"A100 80GB": 2, "unknown card": 1}
+    assert read.max_cap_share == Decimal("0.75") and read.backends == ["core", "kueue", "yunikorn"]
+    assert cluster_facts(read, capacities[mig.pk], top_classes=top).mig_resources == {
+        "nvidia.com/mig-1g.10gb": ("A100 80GB", "1g.10gb"),
+        "nvidia.com/mig-3g.40gb": ("A100 80GB", "3g.40gb"),
+    }
+    assert read.description == "the MIG cluster"  # left out of the read, read when asked
+    assert plan_capacities([]) == ({}, {})
