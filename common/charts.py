@@ -9,6 +9,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from datetime import date, timedelta
+from decimal import Decimal
 from typing import Any
 
 import plotly.io as pio
@@ -36,6 +37,19 @@ def day_axis(days: Sequence[date]) -> dict:
         ]
         axis["dtick"] = 86_400_000
     return axis
+
+
+def number(value: Decimal | float | None) -> float | None:
+    """An amount as a figure's number: a Decimal as the float plotly writes it; None (a gap)
+    stays None."""
+    return float(value) if isinstance(value, Decimal) else value
+
+
+def numbers(values: Iterable[Decimal | float | None]) -> list[float | None]:
+    """Amounts as a figure's numbers (:func:`number`). A figure of JSON's own types is written
+    by plotly's orjson engine at once; one Decimal anywhere makes plotly walk the whole figure
+    to convert it, which took 3 ms of a dashboard read."""
+    return [float(v) if isinstance(v, Decimal) else v for v in values]
 
 
 _ELEMENT_ID = re.compile(r"[A-Za-z][\w-]*\Z")

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 
 from common import palette
-from common.charts import BASE_LAYOUT, Figure, day_axis
+from common.charts import BASE_LAYOUT, Figure, day_axis, number, numbers
 from overview.selectors import Share, UsageSeries
 
 # A stacked bar of hundreds of teams is unreadable: the largest keep their own segment, the
@@ -55,7 +55,7 @@ def team_usage_figure(
             {
                 "type": "scatter",
                 "x": x,
-                "y": series.peak,
+                "y": numbers(series.peak),
                 "mode": "lines+markers",
                 "name": labels["peak"],
                 "line": {"color": colour},
@@ -64,7 +64,7 @@ def team_usage_figure(
             {
                 "type": "scatter",
                 "x": x,
-                "y": series.mean,
+                "y": numbers(series.mean),
                 "mode": "lines",
                 "name": labels["mean"],
                 "line": {"color": colour, "dash": "dot"},
@@ -72,7 +72,7 @@ def team_usage_figure(
             {
                 "type": "scatter",
                 "x": x,
-                "y": series.guarantee,
+                "y": numbers(series.guarantee),
                 "mode": "lines",
                 "name": labels["guarantee"],
                 "line": {"shape": "hv", "color": palette.GUARANTEE},
@@ -80,7 +80,7 @@ def team_usage_figure(
             {
                 "type": "scatter",
                 "x": x,
-                "y": series.cap,
+                "y": numbers(series.cap),
                 "mode": "lines",
                 "name": labels["cap"],
                 "line": {"shape": "hv", "dash": "dash", "color": palette.CAP},
@@ -153,8 +153,8 @@ def capacity_figure(
                 "x0": 0,
                 "x1": 1,
                 "yref": "y",
-                "y0": capacity,
-                "y1": capacity,
+                "y0": number(capacity),
+                "y1": number(capacity),
                 "line": {"color": palette.CAPACITY, "dash": "dash", "width": 2},
             }
         ]
@@ -164,7 +164,7 @@ def capacity_figure(
                 "x": 1,
                 "xanchor": "right",
                 "yref": "y",
-                "y": capacity,
+                "y": number(capacity),
                 "yanchor": "bottom",
                 "text": labels["capacity"],
                 "showarrow": False,
@@ -175,7 +175,7 @@ def capacity_figure(
             {
                 "type": "bar",
                 "x": x,
-                "y": [s.guarantee, s.cap],
+                "y": numbers((s.guarantee, s.cap)),
                 "name": s.label,
                 "marker": {"color": _segment_colour(s, colours or {})},
             }

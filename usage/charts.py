@@ -14,7 +14,7 @@ from decimal import Decimal
 from django.utils.translation import gettext as _
 
 from common import palette
-from common.charts import BASE_LAYOUT, Figure, day_axis
+from common.charts import BASE_LAYOUT, Figure, day_axis, numbers
 from common.palette import team_colour
 from usage.selectors import UsageDay
 
@@ -58,7 +58,7 @@ def usage_figures(
     }
 
     def line(name: str, y: list, **style) -> dict:
-        return {"type": "scatter", "x": x, "y": y, "name": name, **style}
+        return {"type": "scatter", "x": x, "y": numbers(y), "name": name, **style}
 
     usage = {
         "data": [
@@ -105,14 +105,14 @@ def usage_figures(
             {
                 "type": "bar",
                 "x": x,
-                "y": [d.borrowed_gpu_hours for d in days],
+                "y": numbers(d.borrowed_gpu_hours for d in days),
                 "name": _("borrowed (above guarantee)"),
                 "marker": {"color": palette.BORROWED},
             },
             {
                 "type": "bar",
                 "x": x,
-                "y": [d.idle_guaranteed_gpu_hours for d in days],
+                "y": numbers(d.idle_guaranteed_gpu_hours for d in days),
                 "name": _("guaranteed but idle"),
                 "marker": {"color": palette.IDLE},
             },
@@ -161,7 +161,7 @@ def showback_figures(*, months: Sequence[date], rows: Sequence, colours: dict[st
         {
             "type": "bar",
             "x": x,
-            "y": [by_label[label][m] for m in months],
+            "y": numbers(by_label[label][m] for m in months),
             "name": label if label else _("other teams"),
             "marker": {"color": team_colour(colours, label)},
         }
@@ -177,7 +177,7 @@ def showback_figures(*, months: Sequence[date], rows: Sequence, colours: dict[st
         {
             "type": "bar",
             "x": x,
-            "y": [totals[key][m] for m in months],
+            "y": numbers(totals[key][m] for m in months),
             "name": name,
             "marker": {"color": colour},
         }
