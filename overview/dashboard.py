@@ -1,6 +1,6 @@
 """Reads of requests and suggestions for the team dashboard: per team, the requests still on
-their way, the latest finished ones, the temporary grants in force and the suggestions nobody
-has turned into a request yet. Each is one query for any number of teams, written in SQL (the
+their way, the latest finished ones, the temporary grants in force, the suggestions nobody
+has turned into a request yet and the namespaces' maximum run times. Each is one query for any number of teams, written in SQL (the
 same on PostgreSQL and SQLite): the ORM took longer to build these queries (windows,
 correlated subqueries) than the database to answer them."""
 
@@ -15,7 +15,7 @@ from approvals.lifecycle import _SUGGESTION_REUSABLE
 from approvals.models import QuotaRequest, RequestLine
 from approvals.transitions import ALLOWED, S
 from common.sql import db_date, db_decimal, db_moment, in_list, tables
-from quotas.models import Cluster, Resource, TeamNamespace
+from quotas.models import Cluster, PriorityClass, Resource, RunTimeLimit, TeamNamespace
 from usage.models import Suggestion
 
 # Still on its way: a status the lifecycle moves on from. A temporary grant in force (active)
@@ -170,6 +170,40 @@ def open_suggestions(*, team_ids: Iterable[int]) -> dict[int, list[dict]]:
                 "cluster__name": cluster,
                 "team_namespace__name": namespace,
                 "resource__name": resource,
+            }
+        )
+    return out
+
+
+def run_time_limits(*, team_ids: Iterable[int]) -> dict[int, list[dict]]:
+    """Per team: the maximum run times of its namespaces (cluster, namespace, priority_class,
+    seconds), by cluster, namespace and priority class. One query."""
+    ids = list(team_ids)
+    if not ids:
+        return {}
+    names = tables(
+        limit=RunTimeLimit, namespace=TeamNamespace, cluster=Cluster, priority=PriorityClass
+    )
+    sql = f"""
+        SELECT tn.team_id, c.name, tn.name, p.name, l.max_seconds
+        FROM {names["limit"]} l
+        JOIN {names["namespace"]} tn ON tn.id = l.team_namespace_id
+        JOIN {names["cluster"]} c ON c.id = tn.cluster_id
+        JOIN {names["priority"]} p ON p.id = l.priority_class_id
+        WHERE tn.team_id {in_list(ids)}
+        ORDER BY c.name, tn.name, p.name
+    """  # noqa: S608 - the models' table names and placeholders: no value is written in
+    with connection.cursor() as cursor:
+        cursor.execute(sql, ids)
+        rows = cursor.fetchall()
+    out: dict[int, list[dict]] = defaultdict(list)
+    for team_id, cluster, namespace, priority_class, seconds in rows:
+        out[team_id].append(
+            {
+                "cluster": cluster,
+                "namespace": namespace,
+                "priority_class": priority_class,
+                "seconds": seconds,
             }
         )
     return out

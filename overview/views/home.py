@@ -27,9 +27,14 @@ from common.choices import choice_labels
 from common.palette import team_colour, team_colours
 from common.sections import jinja_section
 from overview.charts import team_usage_figure
-from overview.dashboard import active_temporary_grants, open_suggestions, team_requests
+from overview.dashboard import (
+    active_temporary_grants,
+    open_suggestions,
+    run_time_limits,
+    team_requests,
+)
 from overview.selectors import allocations_now, amount_cell, team_usage_series
-from quotas.models import RunTimeLimit, Team, TeamMembership, TeamNamespace
+from quotas.models import Team, TeamMembership, TeamNamespace
 from quotas.roles import sees_everything
 from quotas.selectors import team_scope
 from usage.models import Suggestion
@@ -129,32 +134,6 @@ def _allocation_rows(team_ids: list[int]) -> dict[int, list[dict]]:
                 "borrowed": amount_cell(now.borrowed),
                 "borrowing": bool(now.borrowed),
                 "near_cap": near_cap(now.used, a["cap"]),
-            }
-        )
-    return out
-
-
-def _run_time_rows(team_ids: list[int]) -> dict[int, list[dict]]:
-    """Per team, the maximum run times of its namespaces (one query for the page)."""
-    out: dict[int, list[dict]] = {}
-    rows = (
-        RunTimeLimit.objects.filter(team_namespace__team_id__in=team_ids)
-        .order_by("team_namespace__cluster__name", "team_namespace__name", "priority_class__name")
-        .values_list(
-            "team_namespace__team_id",
-            "team_namespace__cluster__name",
-            "team_namespace__name",
-            "priority_class__name",
-            "max_seconds",
-        )
-    )
-    for team_id, cluster, namespace, priority_class, seconds in rows:
-        out.setdefault(team_id, []).append(
-            {
-                "cluster": cluster,
-                "namespace": namespace,
-                "priority_class": priority_class,
-                "seconds": seconds,
             }
         )
     return out
@@ -276,7 +255,7 @@ def _home_context(request: HttpRequest) -> dict:
     # The rule request_create applies (may_request_for), for every team of the page at once.
     led = set(ids) if scope.requestable_ids is None else scope.requestable_ids
     allocations = _allocation_rows(ids)
-    run_times = _run_time_rows(ids)
+    run_times = run_time_limits(team_ids=ids)
     charts = _charts_by_team(ids, {team["id"]: team["slug"] for team in teams})
     requests = team_requests(team_ids=ids)
     grants = active_temporary_grants(team_ids=ids)

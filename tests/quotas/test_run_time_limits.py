@@ -213,11 +213,19 @@ def test_the_admin_sets_it_through_the_service_and_shows_refusals(
     assert event.action == "run_time_limit.set" and event.after["max_seconds"] == 7200
 
 
-def test_the_team_sees_its_maximum_run_times_on_the_dashboard(limit, client, lead_a):
+def test_the_team_sees_its_maximum_run_times_on_the_dashboard(
+    limit, ns_a, ns_b, alloc_b, admin, client, lead_a
+):
+    batch = PriorityClass.objects.create(name="batch", value=500, preempts=False)
+    run_time_limit_set(team_namespace=ns_a, priority_class=batch, max_seconds=45, acting_user=admin)
+    run_time_limit_set(team_namespace=ns_b, priority_class=batch, max_seconds=60, acting_user=admin)
     client.force_login(lead_a)
     page = client.get(reverse("home")).content.decode()
     assert 'data-testid="run-times-team-a"' in page
-    assert "experiment in team-a-training on demo: at most 1 d (86400 s)" in page
+    # By cluster, namespace and priority class; another team's are not shown.
+    first = page.index("batch in team-a-training on demo: at most 45 s (45 s)")
+    assert first < page.index("experiment in team-a-training on demo: at most 1 d (86400 s)")
+    assert "team-b-inference" not in page
 
 
 @pytest.mark.parametrize(
