@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from approvals.access import restrict
 from approvals.models import QuotaRequest, RequestLine
 from common.filtersets import PortalFilterSet, StrictBooleanFilter, one_of
-from quotas.filtersets import cluster_filter, team_filter
+from quotas.filtersets import TEAM_CHOICE_FIELDS, cluster_filter, team_filter
 from quotas.models import Team
 from quotas.roles import is_platform_admin
 
@@ -185,7 +185,7 @@ class RequestFilterSet(PortalFilterSet):
         (else the teams the request's user sees)."""
         super().__init__(*args, **kwargs)
         if teams is not None:
-            self.filters["team"].queryset = teams
+            self.filters["team"].queryset = teams.only(*TEAM_CHOICE_FIELDS)
 
     def counted_queryset(self, queryset, leave_out: tuple[str, ...]):
         """Of ``queryset``, the requests every filter but those left out selects (the page's
