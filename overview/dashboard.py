@@ -1,8 +1,8 @@
 """Reads of requests and suggestions for the team dashboard: per team, the requests still on
 their way, the latest finished ones, the temporary grants in force, the suggestions nobody
-has turned into a request yet and the namespaces' maximum run times. Each is one query for any number of teams, written in SQL (the
-same on PostgreSQL and SQLite): the ORM took longer to build these queries (windows,
-correlated subqueries) than the database to answer them."""
+has turned into a request yet and the namespaces' maximum run times. Each is one query for
+any number of teams, written in SQL (the same on PostgreSQL and SQLite): the ORM took longer
+to build these queries (windows, correlated subqueries) than the database to answer them."""
 
 from __future__ import annotations
 
